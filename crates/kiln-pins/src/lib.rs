@@ -1,0 +1,196 @@
+//! kiln's pin file (`pins.toml`): the one source of truth for what kiln
+//! downloads (the candle-kernels crate, the toolchain's Debian packages) and
+//! what it builds (modules, GPU targets, flags).
+//!
+//! [`Pins::load`] parses and checks the file; every problem comes back as a
+//! [`PinError`] naming `file:line:column`. The flake and the container recipes
+//! read the same file, so its shape is a published interface: docs/pins.md.
+
+mod arch;
+mod error;
+mod raw;
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+pub use arch::{HipArch, Sm, HIP_ARCHS, SM_ARCHS};
+pub use error::PinError;
+
+/// The pin file kiln uses when none is named: `pins.toml` at the repository root.
+pub const FILE_NAME: &str = "pins.toml";
+
+#[derive(Clone, Debug)]
+pub struct Pins {
+    /// Where the pins were read from (for messages).
+    pub file: PathBuf,
+    pub candle: Candle,
+    pub targets: Targets,
+    pub flags: Flags,
+    pub toolchain: Toolchain,
+}
+
+#[derive(Clone, Debug)]
+pub struct Candle {
+    pub crate_name: String,
+    pub version: String,
+    /// sha256 of the `.crate` file.
+    pub sha256: String,
+    pub modules: Vec<String>,
+    pub staticlib: StaticLib,
+}
+
+#[derive(Clone, Debug)]
+pub struct StaticLib {
+    pub name: String,
+    /// Paths relative to the crate root.
+    pub sources: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Targets {
+    pub hip: Vec<HipArch>,
+    pub code_object_version: u32,
+    pub cuda_ptx: Sm,
+    pub cuda_sass: Vec<Sm>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Flags {
+    pub cuda: Vec<String>,
+    pub cuda_staticlib: Vec<String>,
+    pub hip: Vec<String>,
+    /// Module name to the launch bound it is compiled with for AMD.
+    pub hip_max_threads_per_block: BTreeMap<String, u32>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Toolchain {
+    pub distribution: String,
+    pub suite: String,
+    pub mirrors: Vec<String>,
+    pub components: Vec<String>,
+    pub nvcc: PackagePin,
+    pub clang: PackagePin,
+    pub hip: PackagePin,
+    pub rocm_device_libs: PackagePin,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    /// The resolved package closure; `None` until `cargo xtask pins update` ran.
+    pub closure: Option<Closure>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackagePin {
+    pub package: String,
+    pub version: String,
+}
+
+/// Every file the toolchain is made of, by exact version and sha256.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Closure {
+    pub debs: Vec<Deb>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Deb {
+    pub name: String,
+    pub version: String,
+    pub arch: String,
+    pub sha256: String,
+    pub size: u64,
+    /// Path below a mirror's root, e.g. `pool/main/c/coreutils/coreutils_9.7-3_amd64.deb`.
+    pub path: String,
+}
+
+impl Pins {
+    /// Reads and checks a pin file.
+    pub fn load(path: &Path) -> Result<Pins, PinError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PinError {
+            file: path.to_path_buf(),
+            line: 0,
+            column: 0,
+            message: format!("cannot read the pin file: {e}"),
+            help: Some(format!("kiln expects its pins in `{FILE_NAME}` at the repository root")),
+        })?;
+        Pins::parse(path, &text)
+    }
+
+    /// Parses pin-file text; `path` is only used in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Pins, PinError> {
+        raw::parse(&path.to_path_buf(), text)
+    }
+
+    /// The closure, or an error that says how to make it.
+    pub fn closure(&self) -> Result<&Closure, PinError> {
+        self.toolchain.closure.as_ref().ok_or_else(|| {
+            PinError {
+                file: self.file.clone(),
+                line: 0,
+                column: 0,
+                message: "the toolchain's package closure ([toolchain.closure]) is missing".into(),
+                help: None,
+            }
+            .help("run `cargo xtask pins update` to resolve it from [toolchain]")
+        })
+    }
+
+    /// The four compiler pins, named, in a stable order.
+    pub fn compilers(&self) -> [(&'static str, &PackagePin); 4] {
+        let t = &self.toolchain;
+        [("nvcc", &t.nvcc), ("clang", &t.clang), ("hip", &t.hip), ("rocm_device_libs", &t.rocm_device_libs)]
+    }
+}
+
+impl Closure {
+    pub fn find(&self, package: &str) -> Option<&Deb> {
+        self.debs.iter().find(|d| d.name == package)
+    }
+}
+
+impl Deb {
+    /// `name_version_arch.deb` as Debian names it (epoch colons are dropped from file names).
+    pub fn file_name(&self) -> String {
+        self.path.rsplit('/').next().unwrap_or(&self.path).to_string()
+    }
+}
+
+/// True when `name` matches a shell-style pattern with `*` wildcards (the `exclude` list).
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, rest)) => {
+            let Some(tail) = name.strip_prefix(head) else { return false };
+            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob_match(rest, &tail[i..]))
+        }
+    }
+}
+
+/// The comment line that starts the generated part of the pin file.
+pub const GENERATED_MARKER: &str = "# ---- generated by `cargo xtask pins update` from [toolchain] above: do not edit by hand ----";
+
+/// `text` (a pin file) with its generated closure replaced by `closure`.
+pub fn with_closure(text: &str, closure: &Closure) -> String {
+    let head = match text.find(GENERATED_MARKER) {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+    let mut out = format!("{}\n{GENERATED_MARKER}\n", head.trim_end());
+    out.push_str("# Every file of the toolchain, by exact version and sha256 (the package closure).\n");
+    out.push_str("[toolchain.closure]\ndebs = [\n");
+    for d in &closure.debs {
+        out.push_str(&format!(
+            "  {{ name = {}, version = {}, arch = {}, size = {}, sha256 = {}, path = {} }},\n",
+            q(&d.name),
+            q(&d.version),
+            q(&d.arch),
+            d.size,
+            q(&d.sha256),
+            q(&d.path)
+        ));
+    }
+    out.push_str("]\n");
+    out
+}

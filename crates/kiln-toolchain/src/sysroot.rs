@@ -1,0 +1,255 @@
+//! The toolchain as a folder: every pinned .deb of the closure unpacked into
+//! one root filesystem, which kiln runs the compilers in.
+//!
+//! Three places can provide it, tried in order (see [`locate`]):
+//! `$KILN_SYSROOT` (what `nix develop` sets), `/` itself when kiln runs inside
+//! the builder container, and the cache, where [`provision`] unpacks it.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex,
+    },
+};
+
+use anyhow::{bail, Context, Result};
+use kiln_pins::{Closure, Deb, Pins};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use xshell::{cmd, Shell};
+
+use crate::{
+    cache::{publish_dir, Cache},
+    fetch::{self, hex},
+};
+
+/// The environment variable naming a ready sysroot (set by `nix develop`).
+pub const ENV: &str = "KILN_SYSROOT";
+/// The record a sysroot carries of what it was made from.
+pub const RECORD: &str = ".kiln/sysroot.json";
+/// Folders the sandbox mounts kiln's inputs and outputs on.
+pub const MOUNT_POINTS: &[&str] = &["kiln/src", "kiln/hip", "kiln/kernels", "kiln/job"];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Run the compilers in a bubblewrap sandbox whose `/` is the sysroot.
+    Sandbox,
+    /// kiln already runs inside the sysroot (the builder container): run directly.
+    Host,
+}
+
+#[derive(Clone, Debug)]
+pub struct Sysroot {
+    pub root: PathBuf,
+    pub identity: String,
+    pub mode: Mode,
+}
+
+/// What a sysroot was made from; written into it as [`RECORD`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Record {
+    pub identity: String,
+    pub debs: Vec<RecordDeb>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RecordDeb {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+/// The toolchain identity: a hash over every package of the closure. Two
+/// sysroots with the same identity hold the same bytes.
+pub fn identity(closure: &Closure) -> String {
+    let mut debs: Vec<&Deb> = closure.debs.iter().collect();
+    debs.sort();
+    let mut h = Sha256::new();
+    h.update(b"kiln-sysroot v1\n");
+    for d in debs {
+        h.update(format!("{} {} {} {}\n", d.name, d.version, d.arch, d.sha256));
+    }
+    hex(&h.finalize())
+}
+
+pub fn record(closure: &Closure) -> Record {
+    let mut debs: Vec<RecordDeb> = closure
+        .debs
+        .iter()
+        .map(|d| RecordDeb { name: d.name.clone(), version: d.version.clone(), sha256: d.sha256.clone() })
+        .collect();
+    debs.sort_by(|a, b| a.name.cmp(&b.name));
+    Record { identity: identity(closure), debs }
+}
+
+pub fn read_record(root: &Path) -> Result<Option<Record>> {
+    let path = root.join(RECORD);
+    match fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(serde_json::from_str(&text).with_context(|| format!("{} is damaged", path.display()))?)),
+        Err(e) if fetch::is_not_found(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Why a sysroot is not the pinned one, package by package.
+pub fn differences(found: &Record, expected: &Record) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in &expected.debs {
+        match found.debs.iter().find(|f| f.name == e.name) {
+            None => out.push(format!("{}: missing (expected {})", e.name, e.version)),
+            Some(f) if f.version != e.version => out.push(format!("{}: found {}, expected {}", e.name, f.version, e.version)),
+            Some(f) if f.sha256 != e.sha256 => out.push(format!("{}: {} with another sha256", e.name, e.version)),
+            Some(_) => {}
+        }
+    }
+    for f in &found.debs {
+        if !expected.debs.iter().any(|e| e.name == f.name) {
+            out.push(format!("{}: {} present but not pinned", f.name, f.version));
+        }
+    }
+    out
+}
+
+/// Finds a ready toolchain that matches the pins, or says why the one that is
+/// offered does not. `Ok(None)`: nothing offered and nothing provisioned yet.
+pub fn locate(cache: &Cache, pins: &Pins) -> Result<Option<Sysroot>> {
+    let expected = record(pins.closure()?);
+    let check = |root: &Path, origin: &str| -> Result<Option<Record>> {
+        let Some(found) = read_record(root)? else { return Ok(None) };
+        if found.identity != expected.identity {
+            let diff = differences(&found, &expected);
+            bail!(
+                "the toolchain at {} ({origin}) is not the pinned one:\n  {}\n  \
+                 Rebuild it from this pins.toml (nix develop / cargo xtask container), or unset {ENV} \
+                 to let kiln provision its own.",
+                root.display(),
+                if diff.is_empty() { "its identity differs".to_string() } else { diff.join("\n  ") }
+            );
+        }
+        Ok(Some(found))
+    };
+
+    if let Some(dir) = std::env::var_os(ENV).filter(|d| !d.is_empty()) {
+        let root = PathBuf::from(dir);
+        if check(&root, ENV)?.is_none() {
+            bail!("{ENV}={} has no {RECORD}: it is not a kiln sysroot", root.display());
+        }
+        return Ok(Some(Sysroot { root, identity: expected.identity, mode: Mode::Sandbox }));
+    }
+    if check(Path::new("/"), "this machine's root: the builder container")?.is_some() {
+        return Ok(Some(Sysroot { root: "/".into(), identity: expected.identity, mode: Mode::Host }));
+    }
+    let root = cache.toolchains().join(&expected.identity);
+    if check(&root, "kiln cache")?.is_some() {
+        return Ok(Some(Sysroot { root, identity: expected.identity, mode: Mode::Sandbox }));
+    }
+    Ok(None)
+}
+
+/// Downloads (verified) and unpacks the pinned closure into the cache, unless
+/// a matching toolchain is already there. `say` receives progress lines.
+pub fn provision(cache: &Cache, pins: &Pins, jobs: usize, say: &(dyn Fn(String) + Sync)) -> Result<Sysroot> {
+    if let Some(found) = locate(cache, pins)? {
+        return Ok(found);
+    }
+    let closure = pins.closure()?;
+    let rec = record(closure);
+    which("dpkg-deb", "apt-get install dpkg")?;
+
+    let total: u64 = closure.debs.iter().map(|d| d.size).sum();
+    say(format!(
+        "toolchain {}: fetching {} packages ({:.0} MB) from {}",
+        &rec.identity[..12],
+        closure.debs.len(),
+        total as f64 / 1e6,
+        pins.toolchain.mirrors[0]
+    ));
+    let paths = fetch_all(cache, pins, jobs.clamp(1, 4), say)?;
+
+    let tmp = cache.scratch("sysroot")?;
+    let result = (|| -> Result<()> {
+        let sh = Shell::new()?;
+        say(format!("toolchain {}: unpacking into {}", &rec.identity[..12], cache.toolchains().display()));
+        for (deb, path) in closure.debs.iter().zip(&paths) {
+            cmd!(sh, "dpkg-deb -x {path} {tmp}")
+                .quiet()
+                .run()
+                .with_context(|| format!("cannot unpack {} {}", deb.name, deb.version))?;
+        }
+        for dir in MOUNT_POINTS {
+            fs::create_dir_all(tmp.join(dir))?;
+        }
+        fs::create_dir_all(tmp.join(".kiln"))?;
+        fs::write(tmp.join(RECORD), serde_json::to_string_pretty(&rec)?)?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        fs::remove_dir_all(&tmp).ok();
+        return Err(e);
+    }
+    let dest = cache.toolchains().join(&rec.identity);
+    publish_dir(&tmp, &dest)?;
+    say(format!("toolchain {}: ready", &rec.identity[..12]));
+    Ok(Sysroot { root: dest, identity: rec.identity, mode: Mode::Sandbox })
+}
+
+fn fetch_all(cache: &Cache, pins: &Pins, workers: usize, say: &(dyn Fn(String) + Sync)) -> Result<Vec<PathBuf>> {
+    let debs = &pins.closure()?.debs;
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<PathBuf>>>> = Mutex::new((0..debs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                let sh = match Shell::new() {
+                    Ok(sh) => sh,
+                    Err(e) => {
+                        results.lock().unwrap()[0] = Some(Err(e.into()));
+                        return;
+                    }
+                };
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= debs.len() {
+                        break;
+                    }
+                    let r = fetch::fetch_deb(&sh, cache, &pins.toolchain.mirrors, &debs[i]);
+                    let failed = r.is_err();
+                    results.lock().unwrap()[i] = Some(r);
+                    if failed {
+                        // Stop handing out work; the error is reported below.
+                        next.store(debs.len(), Ordering::SeqCst);
+                        break;
+                    }
+                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    if n % 25 == 0 || n == debs.len() {
+                        say(format!("  fetched {n}/{} packages", debs.len()));
+                    }
+                }
+            });
+        }
+    });
+    let mut out = Vec::new();
+    for r in results.into_inner().unwrap() {
+        match r {
+            Some(Ok(p)) => out.push(p),
+            Some(Err(e)) => return Err(e),
+            None => bail!("a download was abandoned after an earlier failure"),
+        }
+    }
+    Ok(out)
+}
+
+/// The path of a program on PATH, or an error that says how to install it.
+pub fn which(program: &str, install: &str) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(program);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    bail!("`{program}` is not on PATH; kiln needs it to provision the toolchain ({install})")
+}

@@ -1,0 +1,7 @@
+use std::path::Path;
+
+use anyhow::Result;
+
+pub fn run(_pins: &Path) -> Result<()> {
+    todo!()
+}

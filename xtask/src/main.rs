@@ -1,0 +1,46 @@
+//! `cargo xtask`: kiln's command line. One module per task; the pipeline
+//! itself lives in the library crates under crates/ (docs/ARCHITECTURE.md).
+
+mod doctor;
+mod flags;
+mod pins;
+mod toolchain;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let flags = flags::Xtask::parse();
+    match run(flags) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(flags: flags::Xtask) -> Result<()> {
+    std::env::set_current_dir(project_root())?;
+    match flags.task {
+        flags::Task::Toolchain => toolchain::run(&flags.pins),
+        flags::Task::Doctor => doctor::run(&flags.pins),
+        flags::Task::Pins { action } => pins::run(&flags.pins, action),
+    }
+}
+
+/// The repository root: the parent of this crate.
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+pub fn load_pins(path: &Path) -> Result<kiln_pins::Pins> {
+    Ok(kiln_pins::Pins::load(path)?)
+}
+
+/// Progress lines go to stderr, so that stdout stays parseable.
+pub fn say(line: String) {
+    eprintln!("{line}");
+}

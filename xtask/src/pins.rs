@@ -1,0 +1,44 @@
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use kiln_toolchain::{resolve, sysroot, Cache};
+
+use crate::flags::PinsAction;
+
+pub fn run(path: &Path, action: PinsAction) -> Result<()> {
+    let pins = crate::load_pins(path)?;
+    match action {
+        PinsAction::Check => {
+            println!("{}: ok", path.display());
+            println!("  candle-kernels {} ({} modules, staticlib {})", pins.candle.version, pins.candle.modules.len(), pins.candle.staticlib.name);
+            for (what, p) in pins.compilers() {
+                println!("  {what:<17} {} {}", p.package, p.version);
+            }
+            match &pins.toolchain.closure {
+                Some(c) => println!("  closure: {} packages, identity {}", c.debs.len(), sysroot::identity(c)),
+                None => println!("  closure: missing (run `cargo xtask pins update`)"),
+            }
+            Ok(())
+        }
+        PinsAction::Update => {
+            let cache = Cache::from_env()?;
+            let closure = resolve::resolve(&cache, &pins, &|l| crate::say(l))?;
+            let text = std::fs::read_to_string(path)?;
+            let new = kiln_pins::with_closure(&text, &closure);
+            // Re-read what we are about to write: a pin file kiln cannot load is never written.
+            kiln_pins::Pins::parse(path, &new).context("the regenerated pin file does not check")?;
+            let tmp = path.with_extension("toml.tmp");
+            std::fs::write(&tmp, &new)?;
+            std::fs::rename(&tmp, path)?;
+            let total: u64 = closure.debs.iter().map(|d| d.size).sum();
+            println!(
+                "{}: closure of {} packages ({:.0} MB), identity {}",
+                path.display(),
+                closure.debs.len(),
+                total as f64 / 1e6,
+                sysroot::identity(&closure)
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,13 @@
+use std::path::Path;
+
+use anyhow::Result;
+use kiln_toolchain::{sysroot, Cache};
+
+pub fn run(pins: &Path) -> Result<()> {
+    let pins = crate::load_pins(pins)?;
+    let cache = Cache::from_env()?;
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let s = sysroot::provision(&cache, &pins, jobs, &|l| crate::say(l))?;
+    println!("{}", s.root.display());
+    Ok(())
+}
