@@ -1,0 +1,82 @@
+//! How one module is compiled for NVIDIA: nvcc to PTX at the floor (which
+//! newer GPUs' drivers JIT-compile) and to one cubin of SASS per sm; and the
+//! static library's host objects, each carrying a fatbin for every sm.
+
+use anyhow::Result;
+use kiln_pins::{Pins, Sm};
+
+use crate::{
+    job::{Backend, Job, Kind},
+    plan::{Plan, SourceFile},
+};
+
+fn nvcc_job(plan: &Plan, module: &str, arch: String, kind: Kind, output: String, mode: &[&str], flags: &[String], file: &SourceFile, gencodes: Vec<String>) -> Result<Job> {
+    let mut argv = vec!["nvcc".to_string()];
+    argv.extend(gencodes);
+    argv.extend(mode.iter().map(|s| s.to_string()));
+    argv.extend(flags.iter().cloned());
+    argv.extend(["-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
+    let inputs = plan.scan(file, false)?;
+    Ok(Job {
+        module: module.into(),
+        backend: Backend::Cuda,
+        arch,
+        kind,
+        argv,
+        output,
+        cost: plan.cost(&inputs),
+        inputs,
+        staged: Vec::new(),
+        mounts: plan.mounts(),
+        prefix_map: |host, at| vec![format!("-Xcompiler=-ffile-prefix-map={host}={at}")],
+    })
+}
+
+fn gencode(virt: Sm, real: &str) -> String {
+    format!("-gencode=arch={},code={real}", virt.ptx())
+}
+
+/// PTX for the floor arch: the fallback for GPUs no cubin was built for.
+pub fn ptx_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile) -> Result<Job> {
+    let floor = pins.targets.cuda_ptx;
+    let g = vec![gencode(floor, &floor.ptx())];
+    nvcc_job(plan, module, floor.ptx(), Kind::Ptx, format!("{module}.ptx"), &["--ptx"], &pins.flags.cuda, file, g)
+}
+
+/// SASS for one sm.
+pub fn cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: Sm) -> Result<Job> {
+    let g = vec![gencode(sm, &sm.sass())];
+    nvcc_job(plan, module, sm.sass(), Kind::Cubin, format!("{module}.cubin"), &["--cubin"], &pins.flags.cuda, file, g)
+}
+
+/// One host object of the static library, with SASS for every pinned sm.
+pub fn object_job(plan: &Plan, pins: &Pins, lib: &str, file: &SourceFile) -> Result<Job> {
+    let sms = &pins.targets.cuda_sass;
+    let stem = file.rel.rsplit('/').next().unwrap().trim_end_matches(".cu").to_string();
+    let arch = sms.iter().map(|s| s.sass()).collect::<Vec<_>>().join("+");
+    let g = sms.iter().map(|&s| gencode(s, &s.sass())).collect();
+    let mut job = nvcc_job(plan, &format!("{lib}/{stem}"), arch, Kind::Object, format!("{stem}.o"), &["-c"], &pins.flags.cuda_staticlib, file, g)?;
+    job.cost *= sms.len() as u64;
+    Ok(job)
+}
+
+/// The static library from its objects, in the pinned source order.
+/// `ar`'s D flag zeroes timestamps, uids and modes: the archive depends on content only.
+pub fn archive_job(plan: &Plan, lib: &str, arch: &str, objects: Vec<(String, std::path::PathBuf)>) -> Job {
+    let output = format!("lib{lib}.a");
+    let mut argv = vec!["ar".to_string(), "rcsD".into(), format!("/kiln/job/{output}")];
+    argv.extend(objects.iter().map(|(name, _)| format!("/kiln/job/{name}")));
+    Job {
+        module: lib.into(),
+        backend: Backend::Cuda,
+        arch: arch.into(),
+        kind: Kind::Staticlib,
+        argv,
+        output,
+        inputs: Vec::new(),
+        staged: objects,
+        mounts: plan.mounts(),
+        prefix_map: |_, _| Vec::new(),
+        cost: 1,
+    }
+}

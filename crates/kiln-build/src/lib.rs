@@ -1,0 +1,20 @@
+//! Compiling kernel modules with the pinned toolchain.
+//!
+//! [`plan`] turns pins and source trees into [`job::Job`]s (one per module and
+//! target; [`hip`] and [`cuda`] say exactly how each is compiled), [`run`]
+//! runs them in parallel against the content-addressed [`store`], keyed by
+//! everything that can change an output ([`job::Job::recipe`], with the files
+//! found by [`scan`]). Kernel sources come from [`upstream`].
+
+pub mod cuda;
+pub mod hip;
+pub mod job;
+pub mod plan;
+pub mod run;
+pub mod scan;
+pub mod store;
+pub mod upstream;
+
+pub use job::{Backend, Job, Kind};
+pub use plan::Plan;
+pub use run::{run_all, Built, Failed, Options};

@@ -1,0 +1,134 @@
+//! Static libraries (`ar` archives of nvcc host objects): which functions
+//! they define, and for which sms each object embeds SASS.
+//!
+//! A consumer links the archive and calls its `extern "C"` functions, so the
+//! check that matters is that every function the Rust side declares is
+//! defined, and that every object carries code for every pinned sm.
+
+use anyhow::{bail, Context, Result};
+use object::{read::archive::ArchiveFile, Object, ObjectSection, ObjectSymbol, SymbolKind};
+
+use crate::fatbin;
+
+#[derive(Clone, Debug)]
+pub struct Member {
+    pub name: String,
+    /// Global functions the object defines, sorted.
+    pub functions: Vec<String>,
+    /// What its `.nv_fatbin` section holds.
+    pub fatbin: Vec<fatbin::Entry>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Archive {
+    pub members: Vec<Member>,
+}
+
+impl Archive {
+    /// Every global function any member defines, sorted.
+    pub fn functions(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.members.iter().flat_map(|m| m.functions.iter().cloned()).collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+}
+
+pub fn read(bytes: &[u8]) -> Result<Archive> {
+    let archive = ArchiveFile::parse(bytes).context("not an ar archive")?;
+    let mut members = Vec::new();
+    for member in archive.members() {
+        let member = member?;
+        let name = String::from_utf8_lossy(member.name()).trim_end_matches('/').to_string();
+        let data = member.data(bytes)?;
+        let file = object::File::parse(data).with_context(|| format!("member {name} is not an object file"))?;
+        let mut functions: Vec<String> = file
+            .symbols()
+            .filter(|s| s.is_global() && s.is_definition() && s.kind() == SymbolKind::Text)
+            .filter_map(|s| s.name().ok().map(String::from))
+            .collect();
+        functions.sort();
+        let fatbin = match file.section_by_name(".nv_fatbin") {
+            Some(section) => fatbin::read(section.data()?).with_context(|| format!("member {name}: bad .nv_fatbin"))?,
+            None => Vec::new(),
+        };
+        members.push(Member { name, functions, fatbin });
+    }
+    if members.is_empty() {
+        bail!("the archive has no members");
+    }
+    Ok(Archive { members })
+}
+
+/// Checks that every member embeds SASS for each of `sms`, and that the
+/// archive defines each of `required` functions. Every problem is listed.
+pub fn check(bytes: &[u8], sms: &[u32], required: &[String]) -> Result<Archive> {
+    let a = read(bytes)?;
+    let mut problems = Vec::new();
+    for m in &a.members {
+        let have: Vec<u32> = m.fatbin.iter().filter(|e| e.kind == fatbin::Kind::Elf).map(|e| e.sm).collect();
+        let missing: Vec<String> = sms.iter().filter(|s| !have.contains(s)).map(|s| format!("sm_{s}")).collect();
+        if !missing.is_empty() {
+            problems.push(format!("{} has no SASS for {}", m.name, missing.join(", ")));
+        }
+    }
+    let defined = a.functions();
+    let undefined: Vec<&String> = required.iter().filter(|f| defined.binary_search(f).is_err()).collect();
+    if !undefined.is_empty() {
+        problems.push(format!(
+            "{} function(s) declared by the Rust side are not defined: {}",
+            undefined.len(),
+            undefined.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\n"));
+    }
+    Ok(a)
+}
+
+/// The functions an `extern "C" { ... }` block of a Rust file declares
+/// (candle-kernels' `src/ffi.rs`): the names the archive must define.
+pub fn extern_fns(rust: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut in_extern = false;
+    for line in rust.lines() {
+        let t = line.trim();
+        if t.starts_with("//") {
+            continue;
+        }
+        if !in_extern && (t.starts_with("extern \"C\"") || t.starts_with("unsafe extern \"C\"")) && t.ends_with('{') {
+            in_extern = true;
+            depth = 1;
+            continue;
+        }
+        if in_extern {
+            if depth == 1 {
+                let t = t.strip_prefix("pub ").unwrap_or(t);
+                let t = t.strip_prefix("safe ").or_else(|| t.strip_prefix("unsafe ")).unwrap_or(t);
+                if let Some(rest) = t.strip_prefix("fn ") {
+                    let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    out.push(name);
+                }
+            }
+            depth += t.matches('{').count();
+            depth -= t.matches('}').count().min(depth);
+            if depth == 0 {
+                in_extern = false;
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn extern_fns_reads_declarations_only() {
+        let src = "use x;\nextern \"C\" {\n    // fn commented(\n    pub fn a_b(x: i32,\n        y: *mut f32);\n    pub fn c();\n}\npub fn not_extern() {}\n";
+        assert_eq!(super::extern_fns(src), ["a_b", "c"]);
+    }
+}
