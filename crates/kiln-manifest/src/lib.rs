@@ -1,0 +1,230 @@
+//! `target/dist/manifest.json`: what `cargo xtask dist` built, one entry per
+//! artifact, with hashes and the kernels read back from each file.
+//!
+//! This is a published interface (docs/manifest.md): the artifact crates
+//! embed it and the runtime loader reads it, so fields are only ever added.
+//! It depends on serde alone, so that consumers pay nothing for it.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The manifest schema this crate writes and reads.
+pub const SCHEMA: u32 = 1;
+/// Its file name inside the dist folder.
+pub const FILE_NAME: &str = "manifest.json";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema: u32,
+    /// The kiln version that wrote it.
+    pub kiln: String,
+    pub source: Source,
+    pub toolchain: Toolchain,
+    pub targets: Targets,
+    pub artifacts: Vec<Artifact>,
+}
+
+/// The kernel sources: a crates.io crate, by version and sha256 of its `.crate`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    #[serde(rename = "crate")]
+    pub crate_name: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Toolchain {
+    /// sha256 over every package of the toolchain (kiln-toolchain's `identity`).
+    pub identity: String,
+    pub distribution: String,
+    pub suite: String,
+    /// The compiler packages by role (`nvcc`, `clang`, `hip`, `rocm_device_libs`).
+    pub packages: BTreeMap<String, Package>,
+    /// What each compiler says of itself (`nvcc --version`, `clang --version`), first line that names a version.
+    pub reported: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Package {
+    pub package: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Targets {
+    pub hip: Vec<String>,
+    pub code_object_version: u32,
+    pub cuda_ptx: String,
+    pub cuda_sass: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Hip,
+    Cuda,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// An AMDGPU code object for one gfx arch.
+    Hsaco,
+    /// PTX text for a virtual arch (`compute_XX`), JIT-compiled by the driver.
+    Ptx,
+    /// SASS for one real arch (`sm_XX`).
+    Cubin,
+    /// A static library of host objects with embedded SASS (candle-kernels' `ffi`).
+    Staticlib,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// `affine`..`unary`, or the static library's name (`moe`).
+    pub module: String,
+    pub backend: Backend,
+    /// `gfx90a`, `compute_80`, `sm_90`; a static library lists its sms joined by `+`.
+    pub arch: String,
+    pub kind: Kind,
+    /// Relative to the dist folder, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    /// Kernel entry points read from the file (for a static library: the
+    /// `extern "C"` functions it defines), sorted.
+    pub kernels: Vec<String>,
+    /// PTX only: the `.version` directive (decides the oldest driver that JITs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptx_version: Option<String>,
+    /// HSACO only: per-kernel registers, scratch and spills from the code-object metadata.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<KernelResources>,
+}
+
+/// What one AMD kernel needs from the hardware.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelResources {
+    pub name: String,
+    pub vgprs: u64,
+    pub sgprs: u64,
+    pub vgpr_spills: u64,
+    pub sgpr_spills: u64,
+    /// Private (scratch) bytes per work-item.
+    pub scratch_bytes: u64,
+    /// LDS bytes per work-group.
+    pub lds_bytes: u64,
+    /// The launch bound the kernel was compiled for.
+    pub max_flat_workgroup_size: u64,
+    pub wavefront_size: u64,
+}
+
+/// A manifest that cannot be used.
+#[derive(Debug)]
+pub struct Error(pub String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Error {}
+
+impl Manifest {
+    /// Parses and checks the schema; `what` names the source in messages.
+    pub fn from_json(text: &str, what: &str) -> Result<Manifest, Error> {
+        let m: Manifest = serde_json::from_str(text).map_err(|e| Error(format!("{what}: not a kiln manifest: {e}")))?;
+        if m.schema != SCHEMA {
+            return Err(Error(format!("{what}: manifest schema {} but this reader knows {SCHEMA}", m.schema)));
+        }
+        Ok(m)
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a manifest always serializes");
+        s.push('\n');
+        s
+    }
+
+    pub fn find(&self, module: &str, kind: Kind, arch: &str) -> Option<&Artifact> {
+        self.artifacts.iter().find(|a| a.module == module && a.kind == kind && a.arch == arch)
+    }
+
+    /// Every artifact of one module.
+    pub fn of_module<'a>(&'a self, module: &'a str) -> impl Iterator<Item = &'a Artifact> + 'a {
+        self.artifacts.iter().filter(move |a| a.module == module)
+    }
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Hip => "hip",
+            Backend::Cuda => "cuda",
+        }
+    }
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Hsaco => "hsaco",
+            Kind::Ptx => "ptx",
+            Kind::Cubin => "cubin",
+            Kind::Staticlib => "staticlib",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        Manifest {
+            schema: SCHEMA,
+            kiln: "0.1.0".into(),
+            source: Source { crate_name: "candle-kernels".into(), version: "0.11.1".into(), sha256: "ab".repeat(32) },
+            toolchain: Toolchain {
+                identity: "cd".repeat(32),
+                distribution: "debian".into(),
+                suite: "trixie".into(),
+                packages: BTreeMap::new(),
+                reported: BTreeMap::new(),
+            },
+            targets: Targets { hip: vec!["gfx90a".into()], code_object_version: 5, cuda_ptx: "compute_80".into(), cuda_sass: vec!["sm_90".into()] },
+            artifacts: vec![Artifact {
+                module: "affine".into(),
+                backend: Backend::Cuda,
+                arch: "compute_80".into(),
+                kind: Kind::Ptx,
+                path: "cuda/compute_80/affine.ptx".into(),
+                size: 10,
+                sha256: "ef".repeat(32),
+                kernels: vec!["affine_f32".into()],
+                ptx_version: Some("8.4".into()),
+                resources: vec![],
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trips_and_uses_the_documented_field_names() {
+        let m = sample();
+        let json = m.to_json();
+        for key in ["\"artifacts\"", "\"module\"", "\"backend\": \"cuda\"", "\"arch\"", "\"kind\": \"ptx\"", "\"path\"", "\"size\"", "\"sha256\"", "\"kernels\"", "\"crate\""] {
+            assert!(json.contains(key), "{key} missing from {json}");
+        }
+        assert!(!json.contains("\"resources\""), "empty resources are left out");
+        assert_eq!(Manifest::from_json(&json, "test").unwrap(), m);
+        assert!(m.find("affine", Kind::Ptx, "compute_80").is_some());
+    }
+
+    #[test]
+    fn refuses_other_schemas_and_garbage() {
+        let json = sample().to_json().replace("\"schema\": 1", "\"schema\": 2");
+        assert!(Manifest::from_json(&json, "m.json").unwrap_err().0.contains("schema 2"));
+        assert!(Manifest::from_json("{}", "m.json").unwrap_err().0.starts_with("m.json: not a kiln manifest"));
+    }
+}
