@@ -23,6 +23,15 @@ pub struct Xtask {
 
 #[derive(Subcommand, Debug)]
 pub enum Task {
+    /// Build every kernel module for every pinned target into target/dist/ (with manifest.json).
+    #[command(long_about = "Build every kernel module for every pinned target into target/dist/.\n\n\
+        Provisions the pinned toolchain and the pinned candle-kernels sources first (cached in \
+        $KILN_CACHE_DIR), compiles in parallel with a content-addressed cache (a no-op rerun takes \
+        seconds), reads every artifact back to validate it, and only then replaces target/dist/ in \
+        one atomic step: a failed or interrupted run leaves the previous dist folder as it was.")]
+    Dist(Dist),
+    /// Check target/dist/ against its manifest and artifacts.lock, naming every file that differs.
+    Verify(Verify),
     /// Provision the pinned toolchain: download every package, verify its sha256, unpack.
     Toolchain,
     /// Print what kiln finds: pins, cache, toolchain, sandbox, compilers.
@@ -40,4 +49,36 @@ pub enum PinsAction {
     Check,
     /// Resolve [toolchain] into the exact package closure and rewrite its generated part.
     Update,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Dist {
+    /// Only this module (repeatable): affine, binary, ..., or the static library `moe`.
+    #[arg(long = "module", value_name = "NAME")]
+    pub modules: Vec<String>,
+    /// Only this target (repeatable): gfx1030, gfx90a, compute_80, sm_90, ...
+    #[arg(long = "arch", value_name = "ARCH")]
+    pub archs: Vec<String>,
+    /// Fail, and leave target/dist untouched, unless every artifact matches artifacts.lock.
+    #[arg(long, conflicts_with = "update_lock")]
+    pub locked: bool,
+    /// Write the built artifacts' hashes into artifacts.lock.
+    #[arg(long)]
+    pub update_lock: bool,
+    /// Compile jobs to run at once (default: the number of cores).
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Where to put the dist folder.
+    #[arg(long, default_value = "target/dist", value_name = "DIR")]
+    pub out: std::path::PathBuf,
+    /// Also print a line for each cache hit.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Verify {
+    /// The dist folder to check.
+    #[arg(long, default_value = "target/dist", value_name = "DIR")]
+    pub dist: std::path::PathBuf,
 }

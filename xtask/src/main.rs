@@ -1,6 +1,7 @@
 //! `cargo xtask`: kiln's command line. One module per task; the pipeline
 //! itself lives in the library crates under crates/ (docs/ARCHITECTURE.md).
 
+mod dist;
 mod doctor;
 mod flags;
 mod pins;
@@ -25,6 +26,8 @@ fn main() -> std::process::ExitCode {
 fn run(flags: flags::Xtask) -> Result<()> {
     std::env::set_current_dir(project_root())?;
     match flags.task {
+        flags::Task::Dist(d) => dist::run(&flags.pins, d),
+        flags::Task::Verify(v) => dist::verify(&flags.pins, v),
         flags::Task::Toolchain => toolchain::run(&flags.pins),
         flags::Task::Doctor => doctor::run(&flags.pins),
         flags::Task::Pins { action } => pins::run(&flags.pins, action),

@@ -36,11 +36,10 @@ fn gencode(virt: Sm, real: &str) -> String {
     format!("-gencode=arch={},code={real}", virt.ptx())
 }
 
-/// PTX for the floor arch: the fallback for GPUs no cubin was built for.
-pub fn ptx_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile) -> Result<Job> {
-    let floor = pins.targets.cuda_ptx;
-    let g = vec![gencode(floor, &floor.ptx())];
-    nvcc_job(plan, module, floor.ptx(), Kind::Ptx, format!("{module}.ptx"), &["--ptx"], &pins.flags.cuda, file, g)
+/// PTX for one virtual arch: the fallback for GPUs no cubin was built for.
+pub fn ptx_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, level: Sm) -> Result<Job> {
+    let g = vec![gencode(level, &level.ptx())];
+    nvcc_job(plan, module, level.ptx(), Kind::Ptx, format!("{module}.ptx"), &["--ptx"], &pins.flags.cuda, file, g)
 }
 
 /// SASS for one sm.

@@ -74,18 +74,26 @@ impl Plan {
     }
 }
 
-/// Every (module, target) job of the pinned modules: HSACO per AMD arch,
-/// PTX at the floor, a cubin per sm.
-pub fn module_jobs(plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
+/// The (module, target) jobs of the pinned modules that `wanted(module,
+/// target)` selects: HSACO per AMD arch, PTX at the floor, a cubin per sm.
+pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &str) -> bool) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for module in &pins.candle.modules {
-        let file = plan.file(&format!("src/{module}.cu"), &format!("module `{module}` (pins.toml candle.modules)"))?;
+        let file = || plan.file(&format!("src/{module}.cu"), &format!("module `{module}` (pins.toml candle.modules)"));
         for arch in &pins.targets.hip {
-            jobs.push(hip::job(plan, pins, module, &file, arch)?);
+            if wanted(module, arch.as_str()) {
+                jobs.push(hip::job(plan, pins, module, &file()?, arch)?);
+            }
         }
-        jobs.push(cuda::ptx_job(plan, pins, module, &file)?);
+        for &level in &pins.targets.cuda_ptx {
+            if wanted(module, &level.ptx()) {
+                jobs.push(cuda::ptx_job(plan, pins, module, &file()?, level)?);
+            }
+        }
         for &sm in &pins.targets.cuda_sass {
-            jobs.push(cuda::cubin_job(plan, pins, module, &file, sm)?);
+            if wanted(module, &sm.sass()) {
+                jobs.push(cuda::cubin_job(plan, pins, module, &file()?, sm)?);
+            }
         }
     }
     Ok(jobs)

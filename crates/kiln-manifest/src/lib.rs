@@ -56,7 +56,8 @@ pub struct Package {
 pub struct Targets {
     pub hip: Vec<String>,
     pub code_object_version: u32,
-    pub cuda_ptx: String,
+    /// PTX levels, lowest (the floor) first.
+    pub cuda_ptx: Vec<String>,
     pub cuda_sass: Vec<String>,
 }
 
@@ -193,7 +194,7 @@ mod tests {
                 packages: BTreeMap::new(),
                 reported: BTreeMap::new(),
             },
-            targets: Targets { hip: vec!["gfx90a".into()], code_object_version: 5, cuda_ptx: "compute_80".into(), cuda_sass: vec!["sm_90".into()] },
+            targets: Targets { hip: vec!["gfx90a".into()], code_object_version: 5, cuda_ptx: vec!["compute_80".into()], cuda_sass: vec!["sm_90".into()] },
             artifacts: vec![Artifact {
                 module: "affine".into(),
                 backend: Backend::Cuda,

@@ -52,7 +52,8 @@ pub struct StaticLib {
 pub struct Targets {
     pub hip: Vec<HipArch>,
     pub code_object_version: u32,
-    pub cuda_ptx: Sm,
+    /// PTX levels, ascending; the first is the floor every GPU at or above it can JIT.
+    pub cuda_ptx: Vec<Sm>,
     pub cuda_sass: Vec<Sm>,
 }
 

@@ -47,7 +47,7 @@ struct RawStaticLib {
 struct RawTargets {
     hip: Vec<S<String>>,
     code_object_version: S<u32>,
-    cuda_ptx: S<String>,
+    cuda_ptx: Vec<S<String>>,
     cuda_sass: Vec<S<String>>,
 }
 
@@ -193,8 +193,10 @@ fn check_candle(cx: &Ctx, raw: RawCandle) -> Result<Candle, PinError> {
 fn check_targets(cx: &Ctx, raw: RawTargets) -> Result<Targets, PinError> {
     let hip = unique(cx, &raw.hip, "targets.hip", HipArch::parse)?;
     let cuda_sass = unique(cx, &raw.cuda_sass, "targets.cuda_sass", |s| Sm::parse_prefixed(s, "sm_"))?;
-    let cuda_ptx = Sm::parse_prefixed(raw.cuda_ptx.get_ref(), "compute_")
-        .map_err(|m| cx.err(&raw.cuda_ptx, format!("{m} (in targets.cuda_ptx)")))?;
+    let cuda_ptx = unique(cx, &raw.cuda_ptx, "targets.cuda_ptx", |s| Sm::parse_prefixed(s, "compute_"))?;
+    if let Some(w) = cuda_ptx.windows(2).position(|w| w[0] >= w[1]) {
+        return Err(cx.err(&raw.cuda_ptx[w + 1], "targets.cuda_ptx must be in ascending order: the first entry is the floor"));
+    }
     let cov = *raw.code_object_version.get_ref();
     if !(4..=5).contains(&cov) {
         return Err(cx.err(

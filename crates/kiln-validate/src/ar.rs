@@ -93,9 +93,16 @@ pub fn extern_fns(rust: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut depth = 0usize;
     let mut in_extern = false;
+    // A declaration behind `#[cfg(feature = ...)]` exists only with that
+    // feature (candle's `cutile`), which kiln does not build.
+    let mut gated = false;
     for line in rust.lines() {
         let t = line.trim();
         if t.starts_with("//") {
+            continue;
+        }
+        if in_extern && depth == 1 && t.starts_with("#[cfg(") {
+            gated = true;
             continue;
         }
         if !in_extern && (t.starts_with("extern \"C\"") || t.starts_with("unsafe extern \"C\"")) && t.ends_with('{') {
@@ -109,7 +116,9 @@ pub fn extern_fns(rust: &str) -> Vec<String> {
                 let t = t.strip_prefix("safe ").or_else(|| t.strip_prefix("unsafe ")).unwrap_or(t);
                 if let Some(rest) = t.strip_prefix("fn ") {
                     let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                    out.push(name);
+                    if !std::mem::take(&mut gated) {
+                        out.push(name);
+                    }
                 }
             }
             depth += t.matches('{').count();
@@ -128,7 +137,7 @@ pub fn extern_fns(rust: &str) -> Vec<String> {
 mod tests {
     #[test]
     fn extern_fns_reads_declarations_only() {
-        let src = "use x;\nextern \"C\" {\n    // fn commented(\n    pub fn a_b(x: i32,\n        y: *mut f32);\n    pub fn c();\n}\npub fn not_extern() {}\n";
+        let src = "use x;\nextern \"C\" {\n    #[cfg(feature = \"cutile\")]\n    pub fn gated(\n        x: i32,\n    ) -> i32;\n    // fn commented(\n    pub fn a_b(x: i32,\n        y: *mut f32);\n    pub fn c();\n}\npub fn not_extern() {}\n";
         assert_eq!(super::extern_fns(src), ["a_b", "c"]);
     }
 }

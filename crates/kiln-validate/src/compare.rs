@@ -1,8 +1,21 @@
 //! The same module must export the same kernels on every target: a kernel
 //! that one compiler dropped (an `#if` on the arch, a failed template) would
 //! otherwise surface only when a user on that GPU calls it.
+//!
+//! candle does gate some kernels on the NVIDIA arch on purpose (the fp8
+//! ones need `__CUDA_ARCH__ >= 890`), so for CUDA targets "the same" means:
+//! everything the floor PTX has, and never fewer kernels on a newer arch.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+/// How a target's kernels must relate to the reference's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// Exactly the reference's kernels (AMD: compiled as one fixed arch level).
+    Equal,
+    /// At least the reference's kernels (newer NVIDIA archs add gated ones).
+    Superset,
+}
 
 /// One module's kernel sets, by target name (`compute_80`, `sm_90`, `gfx90a`).
 #[derive(Default, Debug)]
@@ -10,14 +23,22 @@ pub struct KernelSets {
     sets: BTreeMap<String, BTreeSet<String>>,
 }
 
+fn list(v: &[&String]) -> String {
+    let mut s = v.iter().take(8).map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    if v.len() > 8 {
+        s.push_str(&format!(", ... ({} in all)", v.len()));
+    }
+    s
+}
+
 impl KernelSets {
     pub fn add(&mut self, target: &str, kernels: &[String]) {
         self.sets.insert(target.to_string(), kernels.iter().cloned().collect());
     }
 
-    /// Differences against `reference`'s set (the PTX), one line per target
-    /// that differs, naming up to 8 kernels each way. Empty when all agree.
-    pub fn differences(&self, reference: &str) -> Vec<String> {
+    /// Differences against `reference`'s set (the floor PTX), one line per
+    /// target that breaks its rule. Empty when all agree.
+    pub fn differences(&self, reference: &str, rule: impl Fn(&str) -> Rule) -> Vec<String> {
         let Some(want) = self.sets.get(reference) else {
             return vec![format!("no {reference} artifact to compare with")];
         };
@@ -27,17 +48,13 @@ impl KernelSets {
                 continue;
             }
             let missing: Vec<&String> = want.difference(have).collect();
-            let extra: Vec<&String> = have.difference(want).collect();
+            let extra: Vec<&String> = match rule(target) {
+                Rule::Equal => have.difference(want).collect(),
+                Rule::Superset => Vec::new(),
+            };
             if missing.is_empty() && extra.is_empty() {
                 continue;
             }
-            let list = |v: &[&String]| {
-                let mut s = v.iter().take(8).map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
-                if v.len() > 8 {
-                    s.push_str(&format!(", ... ({} in all)", v.len()));
-                }
-                s
-            };
             let mut line = format!("{target}: {} kernels vs {} in {reference}", have.len(), want.len());
             if !missing.is_empty() {
                 line.push_str(&format!("; missing {}", list(&missing)));
@@ -49,21 +66,48 @@ impl KernelSets {
         }
         out
     }
+
+    /// Each target in `ascending` (by arch level) must keep every kernel of
+    /// the one before it.
+    pub fn monotonic(&self, ascending: &[String]) -> Vec<String> {
+        let present: Vec<&String> = ascending.iter().filter(|t| self.sets.contains_key(*t)).collect();
+        let mut out = Vec::new();
+        for pair in present.windows(2) {
+            let (lo, hi) = (&self.sets[pair[0]], &self.sets[pair[1]]);
+            let lost: Vec<&String> = lo.difference(hi).collect();
+            if !lost.is_empty() {
+                out.push(format!("{} lacks {} kernel(s) that {} has: {}", pair[1], lost.len(), pair[0], list(&lost)));
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
     #[test]
-    fn names_missing_and_extra_kernels_per_target() {
+    fn amd_targets_must_match_exactly_and_cuda_targets_may_add() {
         let mut k = KernelSets::default();
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         k.add("compute_80", &s(&["a", "b", "c"]));
-        k.add("sm_90", &s(&["a", "b", "c"]));
+        k.add("sm_90", &s(&["a", "b", "c", "f8"]));
         k.add("gfx90a", &s(&["a", "c", "z"]));
-        let d = k.differences("compute_80");
-        assert_eq!(d, ["gfx90a: 3 kernels vs 3 in compute_80; missing b; extra z"]);
-        assert!(KernelSets::default().differences("compute_80")[0].contains("no compute_80"));
+        let rule = |t: &str| if t.starts_with("gfx") { Rule::Equal } else { Rule::Superset };
+        assert_eq!(k.differences("compute_80", rule), ["gfx90a: 3 kernels vs 3 in compute_80; missing b; extra z"]);
+        assert!(KernelSets::default().differences("compute_80", rule)[0].contains("no compute_80"));
+    }
+
+    #[test]
+    fn newer_archs_never_lose_kernels() {
+        let mut k = KernelSets::default();
+        k.add("sm_80", &s(&["a"]));
+        k.add("sm_89", &s(&["a", "f8"]));
+        k.add("sm_90", &s(&["a"]));
+        assert_eq!(k.monotonic(&s(&["sm_80", "sm_86", "sm_89", "sm_90"])), ["sm_90 lacks 1 kernel(s) that sm_89 has: f8"]);
     }
 }

@@ -1,0 +1,131 @@
+//! Asks the provisioned compilers what they are before trusting them: a
+//! sysroot handed in by `KILN_SYSROOT` or a container could hold other
+//! versions than the pins say, and a missing gfx device library would only
+//! show up as a compile error deep into a build.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use kiln_manifest::{Package, Toolchain};
+use kiln_pins::{PackagePin, Pins};
+use kiln_toolchain::Runner;
+
+use crate::Selection;
+
+/// `1:17.0.6-22+b2` → `17.0.6`; `12.4.131~12.4.1-2` → `12.4.131`: the
+/// upstream version inside a Debian version (no epoch, revision or `~` suffix).
+pub fn upstream_version(debian: &str) -> &str {
+    let v = debian.split_once(':').map_or(debian, |(_, v)| v);
+    let v = v.rsplit_once('-').map_or(v, |(v, _)| v);
+    let v = v.split('~').next().unwrap_or(v);
+    v.split('+').next().unwrap_or(v)
+}
+
+/// The version in `nvcc --version` output (`... release 12.4, V12.4.131`).
+pub fn nvcc_version(text: &str) -> Option<String> {
+    let v = text.lines().find_map(|l| l.rsplit_once(", V").map(|(_, v)| v.trim().to_string()))?;
+    (!v.is_empty()).then_some(v)
+}
+
+/// The version in `clang --version` output (`Debian clang version 17.0.6 (22+b2)`).
+pub fn clang_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.contains("clang version "))?;
+    let rest = &line[line.find("clang version ")? + 14..];
+    Some(rest.split_whitespace().next()?.to_string())
+}
+
+fn mismatch(what: &str, found: &str, pin: &PackagePin) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the toolchain's {what} is {found}, but pins.toml pins {} {} (upstream {})\n  \
+         The sysroot in use is not the pinned one: unset KILN_SYSROOT, or rebuild it from this pins.toml.",
+        pin.package,
+        pin.version,
+        upstream_version(&pin.version)
+    )
+}
+
+/// Checks every compiler against its pin; returns the toolchain's identity for the manifest.
+pub fn check(runner: &Runner, pins: &Pins, _selection: &Selection) -> Result<Toolchain> {
+    let t = &pins.toolchain;
+    let mut reported = BTreeMap::new();
+
+    let out = runner.output(&["nvcc".into(), "--version".into()]).context("cannot run the toolchain's nvcc")?;
+    let v = nvcc_version(&out).with_context(|| format!("cannot read a version from `nvcc --version`:\n{out}"))?;
+    if v != upstream_version(&t.nvcc.version) {
+        return Err(mismatch("nvcc", &v, &t.nvcc));
+    }
+    reported.insert("nvcc".to_string(), v);
+
+    let major = t.clang.package.trim_start_matches("clang-");
+    let out = runner.output(&[format!("clang++-{major}"), "--version".into()]).context("cannot run the toolchain's clang")?;
+    let v = clang_version(&out).with_context(|| format!("cannot read a version from `clang --version`:\n{out}"))?;
+    if v != upstream_version(&t.clang.version) {
+        return Err(mismatch("clang", &v, &t.clang));
+    }
+    reported.insert("clang".to_string(), v);
+
+    let root = &runner.sysroot().root;
+    let header = root.join("usr/include/hip/hip_version.h");
+    let text = std::fs::read_to_string(&header).with_context(|| format!("the toolchain has no HIP headers ({})", header.display()))?;
+    let define = |name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(&format!("#define {name} ")).map(|v| v.trim().to_string()))
+    };
+    let hip = format!("{}.{}", define("HIP_VERSION_MAJOR").unwrap_or_default(), define("HIP_VERSION_MINOR").unwrap_or_default());
+    if !upstream_version(&t.hip.version).starts_with(&format!("{hip}.")) {
+        return Err(mismatch("HIP (hip_version.h)", &hip, &t.hip));
+    }
+    reported.insert("hip".to_string(), hip);
+
+    // clang needs one ISA bitcode file per gfx target; without it the compile
+    // fails with "cannot find ROCm device library" (Debian 12's ROCm for gfx11).
+    let bitcode = root.join(format!("usr/lib/llvm-{major}/lib/clang/{major}/amdgcn/bitcode"));
+    let mut missing = Vec::new();
+    for arch in &pins.targets.hip {
+        let isa = arch.as_str().trim_start_matches("gfx");
+        if !bitcode.join(format!("oclc_isa_version_{isa}.bc")).is_file() {
+            missing.push(arch.to_string());
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "the pinned ROCm device libraries ({} {}) have no bitcode for {} (looked in {}); \
+             pin a rocm-device-libs version that supports them, or drop them from pins.toml [targets].hip",
+            t.rocm_device_libs.package,
+            t.rocm_device_libs.version,
+            missing.join(", "),
+            bitcode.display()
+        );
+    }
+    reported.insert("rocm_device_libs".to_string(), upstream_version(&t.rocm_device_libs.version).to_string());
+
+    let closure = pins.closure()?;
+    let mut packages = BTreeMap::new();
+    for (role, pin) in pins.compilers() {
+        let deb = closure.find(&pin.package).context("a compiler is missing from the closure")?;
+        packages.insert(role.to_string(), Package { package: pin.package.clone(), version: pin.version.clone(), sha256: deb.sha256.clone() });
+    }
+    Ok(Toolchain {
+        identity: runner.sysroot().identity.clone(),
+        distribution: t.distribution.clone(),
+        suite: t.suite.clone(),
+        packages,
+        reported,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_versions_the_way_debian_and_the_compilers_write_them() {
+        assert_eq!(upstream_version("1:17.0.6-22+b2"), "17.0.6");
+        assert_eq!(upstream_version("12.4.131~12.4.1-2"), "12.4.131");
+        assert_eq!(upstream_version("5.7.1-6+deb13u1"), "5.7.1");
+        assert_eq!(upstream_version("6.0+git20231212.5a852ed-2"), "6.0");
+        let nvcc = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4.r12.4/compiler.34097967_0\n";
+        assert_eq!(nvcc_version(nvcc).as_deref(), Some("12.4.131"));
+        assert_eq!(clang_version("Debian clang version 17.0.6 (22+b2)\nTarget: x86_64").as_deref(), Some("17.0.6"));
+        assert_eq!(nvcc_version("garbage"), None);
+    }
+}

@@ -1,0 +1,101 @@
+//! `cargo xtask dist` as a library: from the pin file to `target/dist/`.
+//!
+//! [`run`] provisions the pinned toolchain and checks it ([`compilers`]),
+//! fetches the kernel sources, selects the jobs ([`select`]), runs them
+//! through kiln-build's cache, reads every output back ([`collect`]), and
+//! only when all of that succeeded replaces the dist folder in one step
+//! ([`output`]). [`lock`] compares the result with the committed hashes.
+
+pub mod collect;
+pub mod compilers;
+pub mod lock;
+pub mod output;
+pub mod select;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use kiln_build::{run_all, upstream, Plan};
+use kiln_manifest::Manifest;
+use kiln_pins::Pins;
+use kiln_toolchain::{sysroot, Cache, Runner};
+
+pub use select::Selection;
+
+/// Where kiln's HIP shims live, relative to the repository root.
+pub const SHIMS_DIR: &str = "kernels/hip";
+
+pub struct Options {
+    /// The repository root (shims, default lock).
+    pub repo: PathBuf,
+    /// The dist folder to (re)place, normally `target/dist`.
+    pub out: PathBuf,
+    pub selection: Selection,
+    pub workers: usize,
+    pub verbose: bool,
+    /// Fail, publishing nothing, unless every artifact matches this lock.
+    pub locked: Option<lock::Lock>,
+}
+
+pub struct Outcome {
+    pub manifest: Manifest,
+    pub out: PathBuf,
+    pub seconds: f64,
+}
+
+/// Builds, validates and publishes; on any error the previous `out` is left as it was.
+pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result<Outcome> {
+    let start = std::time::Instant::now();
+    let cache = Cache::from_env()?;
+    opts.selection.check(pins)?;
+
+    let root = sysroot::provision(&cache, pins, opts.workers, say)?;
+    let runner = Runner::new(root)?;
+    let toolchain = compilers::check(&runner, pins, &opts.selection)?;
+
+    let c = &pins.candle;
+    let source = upstream::fetch_crate(&cache, &c.crate_name, &c.version, &c.sha256, &|l| say(l))?;
+    let shims = opts.repo.join(SHIMS_DIR);
+    if !shims.is_dir() {
+        bail!("kiln's HIP shims are missing: {} is not a folder", shims.display());
+    }
+    let plan = Plan::new(source.root.clone(), format!("{} {}", c.crate_name, c.version), shims);
+
+    let jobs = opts.selection.module_jobs(&plan, pins)?;
+    let objects = if opts.selection.wants_staticlib(pins) { opts.selection.object_jobs(&plan, pins)? } else { Vec::new() };
+    let n_modules = jobs.len();
+    let all: Vec<_> = jobs.into_iter().chain(objects).collect();
+    say(format!(
+        "building {} of {} ({} module jobs, {} static-library objects) with {} workers; cache {}",
+        opts.selection.describe(),
+        plan.src_name,
+        n_modules,
+        all.len() - n_modules,
+        opts.workers,
+        cache.root().display()
+    ));
+    let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, ..Default::default() };
+    let results = run_all(&runner, &cache, &all, &run_opts, say);
+    let built = collect::successes(&all, results)?;
+
+    let mut collected = collect::artifacts(pins, &built[..n_modules])?;
+    if n_modules < all.len() {
+        collected.push(collect::staticlib(&runner, &cache, &plan, pins, &source, &built[n_modules..], say)?);
+    }
+    collect::compare_kernel_sets(pins, &collected)?;
+    let manifest = collect::manifest(pins, toolchain, &collected);
+
+    if let Some(lock) = &opts.locked {
+        let diff = lock.differences(&manifest, opts.selection.is_all());
+        if !diff.is_empty() {
+            bail!(
+                "--locked: {} difference(s) from {}; the dist folder was left as it was:\n  {}",
+                diff.len(),
+                lock::FILE_NAME,
+                diff.join("\n  ")
+            );
+        }
+    }
+    output::publish(&opts.out, &manifest, &collected)?;
+    Ok(Outcome { manifest, out: opts.out.clone(), seconds: start.elapsed().as_secs_f64() })
+}
