@@ -19,6 +19,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
         workers: f.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1),
         verbose: f.verbose,
         locked,
+        package: !f.no_package,
     };
     let outcome = kiln_dist::run(&pins, &opts, &|l| crate::say(l))?;
     let m = &outcome.manifest;
@@ -31,6 +32,10 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
         outcome.seconds,
         outcome.out.join(kiln_manifest::FILE_NAME).display()
     );
+    if !outcome.crates.is_empty() {
+        let total: u64 = outcome.crates.iter().map(|c| c.size).sum();
+        println!("{} crates ({:.1} MB) in {}", outcome.crates.len(), total as f64 / 1e6, outcome.out.join(kiln_dist::package::CRATES_DIR).display());
+    }
     if f.locked {
         println!("all {} artifacts match {}", m.artifacts.len(), lock_path.display());
     }

@@ -65,6 +65,9 @@ pub struct Dist {
     /// Write the built artifacts' hashes into artifacts.lock.
     #[arg(long)]
     pub update_lock: bool,
+    /// Skip packaging the kernel-artifact crates (target/dist/crates/).
+    #[arg(long)]
+    pub no_package: bool,
     /// Compile jobs to run at once (default: the number of cores).
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,

@@ -10,6 +10,7 @@ pub mod collect;
 pub mod compilers;
 pub mod lock;
 pub mod output;
+pub mod package;
 pub mod select;
 
 use std::path::PathBuf;
@@ -35,10 +36,14 @@ pub struct Options {
     pub verbose: bool,
     /// Fail, publishing nothing, unless every artifact matches this lock.
     pub locked: Option<lock::Lock>,
+    /// Also generate and package the kernel-artifact crates (full builds only).
+    pub package: bool,
 }
 
 pub struct Outcome {
     pub manifest: Manifest,
+    /// The packaged artifact crates (empty when not packaged).
+    pub crates: Vec<package::CrateRecord>,
     pub out: PathBuf,
     pub seconds: f64,
 }
@@ -96,6 +101,15 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
             );
         }
     }
-    output::publish(&opts.out, &manifest, &collected)?;
-    Ok(Outcome { manifest, out: opts.out.clone(), seconds: start.elapsed().as_secs_f64() })
+    let staged = output::stage(&opts.out, &manifest, &collected)?;
+    let crates = if opts.package && opts.selection.is_all() {
+        package::crates(&runner, &cache, &plan, pins, &opts.repo, &source, &manifest, &staged.dir, say)?
+    } else {
+        if opts.package {
+            say("not packaging crates: they need every artifact, and this run built a selection".into());
+        }
+        Vec::new()
+    };
+    staged.commit(&opts.out)?;
+    Ok(Outcome { manifest, crates, out: opts.out.clone(), seconds: start.elapsed().as_secs_f64() })
 }

@@ -12,25 +12,42 @@ use kiln_manifest::{Manifest, FILE_NAME};
 
 use crate::collect::Collected;
 
-/// Writes `collected` and the manifest to `out`, replacing what was there.
-pub fn publish(out: &Path, manifest: &Manifest, collected: &[Collected]) -> Result<()> {
+/// A dist folder being written beside the real one; removed unless committed.
+pub struct Staged {
+    pub dir: PathBuf,
+    committed: bool,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            fs::remove_dir_all(&self.dir).ok();
+        }
+    }
+}
+
+/// Writes `collected` and the manifest into a fresh folder beside `out`.
+pub fn stage(out: &Path, manifest: &Manifest, collected: &[Collected]) -> Result<Staged> {
     let parent = out.parent().context("the dist folder has no parent")?;
     fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    let staged = sibling(out, "new")?;
-    let result = (|| -> Result<()> {
-        for c in collected {
-            let dest = staged.join(&c.artifact.path);
-            fs::create_dir_all(dest.parent().unwrap())?;
-            // A copy, not a link: nothing done to the dist folder may reach the cache.
-            fs::copy(&c.file, &dest).with_context(|| format!("cannot copy {} to {}", c.file.display(), dest.display()))?;
-        }
-        fs::write(staged.join(FILE_NAME), manifest.to_json())?;
-        swap_in(&staged, out)
-    })();
-    if result.is_err() {
-        fs::remove_dir_all(&staged).ok();
+    let staged = Staged { dir: sibling(out, "new")?, committed: false };
+    for c in collected {
+        let dest = staged.dir.join(&c.artifact.path);
+        fs::create_dir_all(dest.parent().unwrap())?;
+        // A copy, not a link: nothing done to the dist folder may reach the cache.
+        fs::copy(&c.file, &dest).with_context(|| format!("cannot copy {} to {}", c.file.display(), dest.display()))?;
     }
-    result
+    fs::write(staged.dir.join(FILE_NAME), manifest.to_json())?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Replaces `out` with the staged folder in one step.
+    pub fn commit(mut self, out: &Path) -> Result<()> {
+        swap_in(&self.dir, out)?;
+        self.committed = true;
+        Ok(())
+    }
 }
 
 /// A new, empty folder beside `out` (same file system, so renames are atomic).
@@ -92,11 +109,16 @@ mod tests {
         let out = dir.join("dist");
         fs::create_dir_all(&out).unwrap();
         fs::write(out.join("old.txt"), "old").unwrap();
-        let staged = sibling(&out, "new").unwrap();
-        fs::write(staged.join("new.txt"), "new").unwrap();
-        swap_in(&staged, &out).unwrap();
+        let staged = Staged { dir: sibling(&out, "new").unwrap(), committed: false };
+        fs::write(staged.dir.join("new.txt"), "new").unwrap();
+        staged.commit(&out).unwrap();
         assert!(out.join("new.txt").exists() && !out.join("old.txt").exists());
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "only the dist folder is left");
+        // A staged folder that is dropped (a failed run) leaves nothing behind.
+        let abandoned = Staged { dir: sibling(&out, "new").unwrap(), committed: false };
+        fs::write(abandoned.dir.join("half.txt"), "half").unwrap();
+        drop(abandoned);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
         fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -28,7 +28,25 @@ pub struct Pins {
     pub candle: Candle,
     pub targets: Targets,
     pub flags: Flags,
+    pub artifact_crate: ArtifactCrate,
     pub toolchain: Toolchain,
+}
+
+/// The kernel-artifact crates `cargo xtask dist` packages.
+#[derive(Clone, Debug)]
+pub struct ArtifactCrate {
+    /// The main crate's name; its part crates are named `<name>-<part>`.
+    pub name: String,
+    /// Bumped to publish new artifacts for the same candle version.
+    pub revision: u32,
+}
+
+impl Pins {
+    /// `0.11.1+kiln.1`: the candle version carried, plus the artifact revision
+    /// as build metadata, so that `^0.11.1` requirements still match it.
+    pub fn crate_version(&self) -> String {
+        format!("{}+kiln.{}", self.candle.version, self.artifact_crate.revision)
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@ use toml::Spanned;
 use crate::{
     arch::{HipArch, Sm},
     error::PinError,
-    Candle, Closure, Deb, Flags, PackagePin, Pins, StaticLib, Targets, Toolchain,
+    ArtifactCrate, Candle, Closure, Deb, Flags, PackagePin, Pins, StaticLib, Targets, Toolchain,
 };
 
 type S<T> = Spanned<T>;
@@ -21,7 +21,16 @@ struct RawPins {
     candle: RawCandle,
     targets: RawTargets,
     flags: RawFlags,
+    #[serde(rename = "crate")]
+    artifact_crate: RawArtifactCrate,
     toolchain: RawToolchain,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArtifactCrate {
+    name: S<String>,
+    revision: S<u32>,
 }
 
 #[derive(Deserialize)]
@@ -130,7 +139,15 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
     let targets = check_targets(&cx, raw.targets)?;
     let flags = check_flags(&cx, raw.flags, &candle.modules)?;
     let toolchain = check_toolchain(&cx, raw.toolchain)?;
-    Ok(Pins { file: file.clone(), candle, targets, flags, toolchain })
+    let name = raw.artifact_crate.name.get_ref();
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') || name.starts_with('-') {
+        return Err(cx.err(&raw.artifact_crate.name, format!("`{name}` is not a crate name (lowercase letters, digits and `-`)")));
+    }
+    if *raw.artifact_crate.revision.get_ref() == 0 {
+        return Err(cx.err(&raw.artifact_crate.revision, "crate.revision starts at 1"));
+    }
+    let artifact_crate = ArtifactCrate { name: name.clone(), revision: *raw.artifact_crate.revision.get_ref() };
+    Ok(Pins { file: file.clone(), candle, targets, flags, artifact_crate, toolchain })
 }
 
 fn check_sha256(cx: &Ctx, value: &S<String>) -> Result<String, PinError> {

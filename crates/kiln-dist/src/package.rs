@@ -1,0 +1,100 @@
+//! The packaging step of dist: the artifact crates from the staged dist
+//! folder, with the pinned toolchain's `ar`, its static CUDA runtime and
+//! licence texts. The crates land in `<dist>/crates/` with `crates.json`.
+
+use std::{fs, path::Path};
+
+use anyhow::{Context, Result};
+use kiln_build::{cuda, run_all, upstream::SourceCrate, Plan};
+use kiln_manifest::Manifest;
+use kiln_package::{cargo, generate};
+use kiln_pins::Pins;
+use kiln_toolchain::{fetch, Cache, Runner};
+use serde::{Deserialize, Serialize};
+
+/// One packaged crate, as `crates.json` lists it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CrateRecord {
+    pub name: String,
+    pub version: String,
+    pub file: String,
+    pub size: u64,
+    pub sha256: String,
+    /// Artifact bytes carried, before and after zstd.
+    pub raw_bytes: u64,
+    pub payload_bytes: u64,
+}
+
+pub const CRATES_DIR: &str = "crates";
+pub const CRATES_JSON: &str = "crates.json";
+
+#[allow(clippy::too_many_arguments)]
+pub fn crates(
+    runner: &Runner,
+    cache: &Cache,
+    plan: &Plan,
+    pins: &Pins,
+    repo: &Path,
+    source: &SourceCrate,
+    manifest: &Manifest,
+    staged: &Path,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<Vec<CrateRecord>> {
+    let root = &runner.sysroot().root;
+    let work = cache.scratch("crates")?;
+    let _cleanup = RemoveOnDrop(work.clone());
+    let gen_root = work.join("ws");
+    let archive = |lib: &str, objects: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
+        let job = cuda::archive_job(plan, lib, "parts", objects);
+        let results = run_all(runner, cache, std::slice::from_ref(&job), &kiln_build::Options { workers: 1, ..Default::default() }, &|_| {});
+        let (_, built) = crate::collect::successes(std::slice::from_ref(&job), results)?.remove(0);
+        Ok(built.path)
+    };
+    let kiln_version = env!("CARGO_PKG_VERSION");
+    let inputs = generate::Inputs {
+        pins,
+        manifest,
+        dist: staged,
+        ffi_rs: &source.path(crate::collect::FFI_DECLARATIONS),
+        cudart_static: &root.join("usr/lib/x86_64-linux-gnu/libcudart_static.a"),
+        nvidia_license: &root.join("usr/share/doc/nvidia-cuda-dev/copyright"),
+        apache_license: &root.join("usr/share/common-licenses/Apache-2.0"),
+        template: &repo.join("crates/kiln-package/template"),
+        kiln_manifest: &repo.join("crates/kiln-manifest"),
+        kiln_version,
+        repository: "https://github.com/kiln-gpu/kiln",
+        archive: &archive,
+    };
+    say(format!("packaging {} {} crates", pins.artifact_crate.name, pins.crate_version()));
+    let generated = generate::generate(&inputs, &gen_root)?;
+    let packaged = cargo::package(&gen_root)?;
+    let dest = staged.join(CRATES_DIR);
+    fs::create_dir_all(&dest)?;
+    let mut records = Vec::new();
+    for p in &packaged {
+        let info = generated.iter().find(|g| p.name.starts_with(&format!("{}-", g.name)) && p.name[g.name.len() + 1..].starts_with(|c: char| c.is_ascii_digit()));
+        let info = info.with_context(|| format!("cargo packaged {} which kiln did not generate", p.name))?;
+        let file = format!("{}.crate", p.name);
+        fs::copy(&p.file, dest.join(&file))?;
+        let version = p.name[info.name.len() + 1..].to_string();
+        records.push(CrateRecord {
+            name: info.name.clone(),
+            version,
+            file: format!("{CRATES_DIR}/{file}"),
+            size: p.size,
+            sha256: fetch::sha256_file(&p.file)?,
+            raw_bytes: info.raw_bytes,
+            payload_bytes: info.payload_bytes,
+        });
+        say(format!("  {:<36} {:>9} bytes ({:.1} MB of artifacts)", info.name, p.size, info.raw_bytes as f64 / 1e6));
+    }
+    fs::write(dest.join(CRATES_JSON), serde_json::to_string_pretty(&records)? + "\n")?;
+    Ok(records)
+}
+
+struct RemoveOnDrop(std::path::PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        fs::remove_dir_all(&self.0).ok();
+    }
+}

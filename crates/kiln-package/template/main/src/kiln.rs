@@ -1,0 +1,93 @@
+//! Beyond the drop-in: what kiln built, and access to every artifact this
+//! build carries (SASS per sm, HSACO per gfx arch, PTX per level).
+//!
+//! The manifest lists only what is carried (part crates can be left out with
+//! features); each artifact's `sha256` is that of its decompressed bytes, for
+//! loaders to verify before handing a blob to a driver.
+
+use std::sync::OnceLock;
+
+pub use kiln_manifest::{Artifact, Backend, Kind, Manifest};
+
+use crate::payload;
+
+/// The manifest of what `cargo xtask dist` built, as JSON.
+pub const MANIFEST_JSON: &str = include_str!("../payload/manifest.json");
+
+/// An artifact that is unknown, not carried, or damaged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(pub String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Error {}
+
+/// The manifest, restricted to the artifacts this build carries.
+pub fn manifest() -> &'static Manifest {
+    static M: OnceLock<Manifest> = OnceLock::new();
+    M.get_or_init(|| {
+        let mut m = Manifest::from_json(MANIFEST_JSON, "the embedded manifest").expect("the packaged manifest parses");
+        m.artifacts.retain(|a| a.kind == Kind::Staticlib || payload::find(&a.path).is_some());
+        m
+    })
+}
+
+/// The toolchain identity and compiler versions the artifacts were built with.
+pub fn toolchain() -> &'static kiln_manifest::Toolchain {
+    &manifest().toolchain
+}
+
+/// The bytes of the artifact at `path` (a manifest path), decompressed.
+pub fn bytes(path: &str) -> Result<Vec<u8>, Error> {
+    let Some(compressed) = payload::find(path) else {
+        let carried = manifest().artifacts.iter().any(|a| a.path == path);
+        return Err(Error(if carried {
+            format!("{path} is listed but its payload is missing")
+        } else {
+            format!("{path} is not carried by this build of {} (enable its part crate's feature?)", env!("CARGO_PKG_NAME"))
+        }));
+    };
+    payload::inflate(path, compressed).map_err(Error)
+}
+
+fn find(module: &str, kind: Kind, arch: &str) -> Option<&'static Artifact> {
+    manifest().artifacts.iter().find(|a| a.module == module && a.kind == kind && a.arch == arch)
+}
+
+/// The SASS (cubin) of `module` for `sm` (e.g. 90), if carried.
+pub fn sass(module: &str, sm: u32) -> Option<&'static Artifact> {
+    find(module, Kind::Cubin, &format!("sm_{sm}"))
+}
+
+/// The HSACO of `module` for `gfx` (e.g. `gfx90a`), if carried.
+pub fn hsaco(module: &str, gfx: &str) -> Option<&'static Artifact> {
+    find(module, Kind::Hsaco, gfx)
+}
+
+/// The PTX of `module` at `level` (e.g. `compute_80`), if carried.
+pub fn ptx(module: &str, level: &str) -> Option<&'static Artifact> {
+    find(module, Kind::Ptx, level)
+}
+
+/// The PTX level `Module::ptx()` chose for this process.
+pub fn chosen_ptx_level() -> &'static str {
+    crate::ptx::chosen_level()
+}
+
+/// The best artifact of `module` for a device arch (`sm_90`, `90`, `gfx90a`,
+/// `gfx90a:sramecc+:xnack-`): exact SASS, else the highest PTX at or below
+/// the device; exact HSACO, else an error listing the carried archs.
+pub fn select(module: &str, device_arch: &str) -> Result<&'static Artifact, Error> {
+    select_with(module, device_arch, false)
+}
+
+/// Like [`select`]; with `allow_hip_siblings`, an AMD device may use the
+/// code object of an ISA-compatible sibling (docs/loader.md lists them).
+pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) -> Result<&'static Artifact, Error> {
+    let arch = kiln_manifest::DeviceArch::parse(device_arch).map_err(|e| Error(e.to_string()))?;
+    let opts = kiln_manifest::SelectOptions { hip_siblings: allow_hip_siblings };
+    manifest().select(module, &arch, &opts).map_err(|e| Error(e.to_string()))
+}
