@@ -64,10 +64,14 @@ impl std::error::Error for HashMismatch {}
 pub fn download_verified(sh: &Shell, url: &str, sha256: &str, what: &str, dest: &Path) -> Result<()> {
     let part = dest.with_extension(format!("part.{}", std::process::id()));
     let result = (|| -> Result<()> {
-        cmd!(sh, "curl --fail --location --silent --show-error --retry 3 --connect-timeout 20 --output {part} {url}")
+        let out = cmd!(sh, "curl --fail --location --silent --show-error --retry 3 --connect-timeout 20 --output {part} {url}")
             .quiet()
-            .run()
-            .with_context(|| format!("cannot download {what} from {url}"))?;
+            .ignore_status()
+            .output()
+            .context("cannot run curl (apt-get install curl)")?;
+        if !out.status.success() {
+            bail!("cannot download {what} from {url}: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
         let actual = sha256_file(&part)?;
         if actual != sha256 {
             bail!(HashMismatch { what: what.to_string(), url: url.to_string(), expected: sha256.to_string(), actual });

@@ -1,0 +1,152 @@
+//! Download verification against a real HTTP server on loopback, with the
+//! same client (curl) kiln uses for the pinned packages.
+
+use std::{
+    collections::HashMap,
+    fs,
+    io::{BufRead, BufReader, Write},
+    net::TcpListener,
+    path::PathBuf,
+    sync::Arc,
+};
+
+use kiln_pins::Deb;
+use kiln_toolchain::{
+    cache::publish_dir,
+    fetch::{self, HashMismatch},
+    Cache,
+};
+use xshell::Shell;
+
+/// Serves `files` (path → bytes) on 127.0.0.1; anything else is a 404.
+fn serve(files: HashMap<String, Vec<u8>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let files = Arc::new(files);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let files = files.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                reader.read_line(&mut request).unwrap();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
+                match files.get(&path) {
+                    Some(body) => {
+                        write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+                        stream.write_all(body).unwrap();
+                    }
+                    None => write!(stream, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap(),
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn temp(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-dl-{label}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn deb(body: &[u8]) -> Deb {
+    Deb {
+        name: "hello".into(),
+        version: "1.0-1".into(),
+        arch: "amd64".into(),
+        sha256: fetch::sha256_bytes(body),
+        size: body.len() as u64,
+        path: "pool/main/h/hello/hello_1.0-1_amd64.deb".into(),
+    }
+}
+
+#[test]
+fn a_download_with_the_pinned_hash_is_kept() {
+    let body = b"the pinned bytes".to_vec();
+    let url = serve(HashMap::from([("/f".to_string(), body.clone())]));
+    let dir = temp("good");
+    let dest = dir.join("f");
+    fetch::download_verified(&Shell::new().unwrap(), &format!("{url}/f"), &fetch::sha256_bytes(&body), "f", &dest).unwrap();
+    assert_eq!(fs::read(&dest).unwrap(), body);
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_hash_mismatch_stops_and_leaves_nothing_behind() {
+    let url = serve(HashMap::from([("/f".to_string(), b"tampered bytes".to_vec())]));
+    let dir = temp("bad");
+    let dest = dir.join("f");
+    let pinned = fetch::sha256_bytes(b"the pinned bytes");
+    let err = fetch::download_verified(&Shell::new().unwrap(), &format!("{url}/f"), &pinned, "hello 1.0", &dest).unwrap_err();
+    let mismatch = err.downcast_ref::<HashMismatch>().expect("a HashMismatch");
+    assert_eq!(mismatch.expected, pinned);
+    assert_eq!(mismatch.actual, fetch::sha256_bytes(b"tampered bytes"));
+    let text = err.to_string();
+    assert!(text.contains("hello 1.0") && text.contains(&pinned) && text.contains("discarded"), "{text}");
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "no file and no .part left");
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn mirrors_are_tried_in_order_but_a_wrong_hash_never_falls_through() {
+    let body = b"deb bytes".to_vec();
+    let d = deb(&body);
+    let empty = serve(HashMap::new());
+    let good = serve(HashMap::from([(format!("/{}", d.path), body.clone())]));
+    let evil = serve(HashMap::from([(format!("/{}", d.path), b"other bytes".to_vec())]));
+    let sh = Shell::new().unwrap();
+
+    let cache = Cache::at(temp("mirrors")).unwrap();
+    let got = fetch::fetch_deb(&sh, &cache, &[empty.clone(), good.clone()], &d).unwrap();
+    assert_eq!(fs::read(&got).unwrap(), body);
+    assert_eq!(got.file_name().unwrap().to_string_lossy(), format!("{}.deb", d.sha256), "cached by content");
+
+    let cache = Cache::at(temp("evil")).unwrap();
+    let err = fetch::fetch_deb(&sh, &cache, &[evil, good], &d).unwrap_err();
+    assert!(err.downcast_ref::<HashMismatch>().is_some(), "{err:#}");
+
+    let cache = Cache::at(temp("none")).unwrap();
+    let err = fetch::fetch_deb(&sh, &cache, &[empty], &d).unwrap_err().to_string();
+    assert!(err.contains("could not download hello 1.0-1") && err.contains("404"), "{err}");
+}
+
+#[test]
+fn kiln_cache_dir_moves_the_cache() {
+    let dir = temp("env");
+    std::env::set_var(kiln_toolchain::cache::ENV, &dir);
+    let cache = Cache::from_env().unwrap();
+    assert_eq!(cache.root(), dir.canonicalize().unwrap());
+    assert!(cache.debs().starts_with(&dir.canonicalize().unwrap()));
+}
+
+#[test]
+fn racing_publishers_leave_one_whole_entry() {
+    let cache = Cache::at(temp("race")).unwrap();
+    let dest = cache.objects().join("entry");
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let cache = cache.clone();
+            let dest = dest.clone();
+            std::thread::spawn(move || {
+                let tmp = cache.scratch("job").unwrap();
+                fs::write(tmp.join("out"), format!("writer {i}")).unwrap();
+                publish_dir(&tmp, &dest).unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let text = fs::read_to_string(dest.join("out")).unwrap();
+    assert!(text.starts_with("writer "), "{text}");
+    assert_eq!(fs::read_dir(cache.tmp()).unwrap().count(), 0, "losers' scratch folders are removed");
+}
