@@ -1,7 +1,62 @@
+//! `cargo xtask doctor`: what kiln finds on this machine, without changing
+//! anything. Every line says what was looked for and, if missing, what to do.
+
 use std::path::Path;
 
 use anyhow::Result;
+use kiln_toolchain::{sysroot, Cache, Runner};
 
-pub fn run(_pins: &Path) -> Result<()> {
-    todo!()
+fn line(ok: bool, what: &str, detail: String) {
+    println!("{} {what:<17} {detail}", if ok { "ok  " } else { "MISS" });
+}
+
+pub fn run(pins_path: &Path) -> Result<()> {
+    let pins = match crate::load_pins(pins_path) {
+        Ok(p) => {
+            line(true, "pins", format!("{} (candle-kernels {}, crate {})", pins_path.display(), p.candle.version, p.crate_version()));
+            p
+        }
+        Err(e) => {
+            line(false, "pins", format!("{e:#}"));
+            return Ok(());
+        }
+    };
+    let cache = Cache::from_env()?;
+    let from = if std::env::var_os(kiln_toolchain::cache::ENV).is_some() { "from KILN_CACHE_DIR" } else { "default; KILN_CACHE_DIR moves it" };
+    line(true, "cache", format!("{} ({from})", cache.root().display()));
+    for (tool, install) in [("bwrap", "apt-get install bubblewrap"), ("curl", "apt-get install curl"), ("dpkg-deb", "apt-get install dpkg")] {
+        match sysroot::which(tool, install) {
+            Ok(p) => line(true, tool, p.display().to_string()),
+            Err(_) => line(false, tool, format!("not on PATH: {install} (or run `bash .ci/setup`)")),
+        }
+    }
+    match sysroot::locate(&cache, &pins) {
+        Ok(Some(root)) => {
+            line(true, "toolchain", format!("{} ({:?}, identity {})", root.root.display(), root.mode, &root.identity[..16]));
+            match Runner::new(root) {
+                Ok(runner) => match kiln_dist::compilers::check(&runner, &pins, &Default::default()) {
+                    Ok(t) => {
+                        for (what, v) in &t.reported {
+                            line(true, what, v.clone());
+                        }
+                    }
+                    Err(e) => line(false, "compilers", format!("{e:#}")),
+                },
+                Err(e) => line(false, "sandbox", format!("{e:#}")),
+            }
+        }
+        Ok(None) => line(false, "toolchain", "not provisioned yet: `cargo xtask toolchain` (or `cargo xtask dist`) downloads it".into()),
+        Err(e) => line(false, "toolchain", format!("{e:#}")),
+    }
+    if let Some(s) = std::env::var_os(sysroot::ENV) {
+        line(true, "KILN_SYSROOT", s.to_string_lossy().into_owned());
+    }
+    let nextest = std::process::Command::new("cargo").args(["nextest", "--version"]).output();
+    match nextest {
+        Ok(o) if o.status.success() => line(true, "nextest", String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").to_string()),
+        _ => line(false, "nextest", "cargo-nextest is missing: cargo install cargo-nextest".into()),
+    }
+    let dist = crate::project_root().join("target/dist").join(kiln_manifest::FILE_NAME);
+    line(dist.exists(), "dist", if dist.exists() { dist.display().to_string() } else { "no target/dist yet: cargo xtask dist".into() });
+    Ok(())
 }

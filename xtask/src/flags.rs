@@ -32,6 +32,12 @@ pub enum Task {
     Dist(Dist),
     /// Check target/dist/ against its manifest and artifacts.lock, naming every file that differs.
     Verify(Verify),
+    /// Run the test suite (nextest), after provisioning the toolchain the tests compile with.
+    Test {
+        /// Passed on to `cargo nextest run` (e.g. a filter, or `--profile ci`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Provision the pinned toolchain: download every package, verify its sha256, unpack.
     Toolchain,
     /// Print what kiln finds: pins, cache, toolchain, sandbox, compilers.

@@ -5,6 +5,7 @@ mod dist;
 mod doctor;
 mod flags;
 mod pins;
+mod test;
 mod toolchain;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
     match flags.task {
         flags::Task::Dist(d) => dist::run(&flags.pins, d),
         flags::Task::Verify(v) => dist::verify(&flags.pins, v),
+        flags::Task::Test { args } => test::run(&flags.pins, args),
         flags::Task::Toolchain => toolchain::run(&flags.pins),
         flags::Task::Doctor => doctor::run(&flags.pins),
         flags::Task::Pins { action } => pins::run(&flags.pins, action),

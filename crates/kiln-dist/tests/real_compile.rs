@@ -1,0 +1,180 @@
+//! The compile path with the real pinned compilers (no mocks): kiln's probe
+//! kernels (kernels/probe/) built for an AMD arch, PTX and SASS, validated
+//! structurally, rebuilt from other directories bit for bit, and cached by
+//! content. The toolchain is provisioned on first use (about 1.2 GB).
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use kiln_build::{cuda, hip, run_all, Job, Plan};
+use kiln_pins::{HipArch, Pins, Sm};
+use kiln_toolchain::{sysroot, Cache, Runner};
+use kiln_validate::{cubin, hsaco, ptx};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn toolchain() -> (Pins, Runner) {
+    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
+    let cache = Cache::from_env().unwrap();
+    let root = sysroot::provision(&cache, &pins, 4, &|l| eprintln!("{l}")).expect("the pinned toolchain provisions");
+    (pins, Runner::new(root).unwrap())
+}
+
+fn temp(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-rc-{label}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// The probe's jobs: HSACO for gfx90a (wave64) and gfx1100, PTX at the floor, SASS for sm_90.
+fn probe_jobs(pins: &Pins, plan: &Plan) -> Vec<Job> {
+    let file = plan.file("probe.cu", "the probe").unwrap();
+    vec![
+        hip::job(plan, pins, "probe", &file, &HipArch::parse("gfx90a").unwrap()).unwrap(),
+        hip::job(plan, pins, "probe", &file, &HipArch::parse("gfx1100").unwrap()).unwrap(),
+        cuda::ptx_job(plan, pins, "probe", &file, pins.targets.cuda_ptx[0]).unwrap(),
+        cuda::cubin_job(plan, pins, "probe", &file, Sm(90)).unwrap(),
+    ]
+}
+
+/// Builds the probe from `src` (a copy of kernels/probe) and `shims` into `cache`.
+fn build(runner: &Runner, pins: &Pins, src: &Path, shims: &Path, cache: &Cache) -> Vec<(Job, kiln_build::Built)> {
+    let plan = Plan::new(src.to_path_buf(), "probe".into(), shims.to_path_buf());
+    let jobs = probe_jobs(pins, &plan);
+    let results = run_all(runner, cache, &jobs, &kiln_build::Options { workers: 2, ..Default::default() }, &|l| eprintln!("{l}"));
+    let out: Vec<_> = jobs.into_iter().zip(results).map(|(j, r)| (j, r.unwrap_or_else(|f| panic!("{f}")))).collect();
+    out
+}
+
+const PROBE_KERNELS: [&str; 3] = ["probe_gather_checked", "probe_saxpy_f32", "probe_warp_sum_f16"];
+
+#[test]
+fn the_probe_compiles_for_every_kind_of_target_and_reads_back() {
+    let (pins, runner) = toolchain();
+    let dir = temp("kinds");
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
+    for (job, b) in &built {
+        let bytes = fs::read(&b.path).unwrap();
+        let kernels = match job.arch.as_str() {
+            a if a.starts_with("gfx") => {
+                let arch = HipArch::parse(a).unwrap();
+                let h = hsaco::check(&bytes, a, arch.mach(), pins.targets.code_object_version).unwrap();
+                let wave = if arch.wave64() { 64 } else { 32 };
+                assert!(h.kernels.iter().all(|k| k.wavefront_size == wave), "{a}: {:?}", h.kernels);
+                h.kernel_names()
+            }
+            a if a.starts_with("compute_") => {
+                let p = ptx::check(std::str::from_utf8(&bytes).unwrap(), pins.targets.cuda_ptx[0].0).unwrap();
+                assert!(!p.version.is_empty());
+                p.entries
+            }
+            _ => cubin::check(&bytes, 90).unwrap().kernels,
+        };
+        assert_eq!(kernels, PROBE_KERNELS, "{job}");
+    }
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn builds_from_two_directories_and_caches_are_bit_identical() {
+    let (pins, runner) = toolchain();
+    let mut outputs = Vec::new();
+    for side in ["a", "b"] {
+        // Different absolute paths for sources, shims and cache: none may leak into the output.
+        let dir = temp(&format!("det-{side}")).join(format!("clone-{side}-deeper"));
+        copy_tree(&repo().join("kernels/probe"), &dir.join("src"));
+        copy_tree(&repo().join("kernels/hip"), &dir.join("shims"));
+        let cache = Cache::at(dir.join("cache")).unwrap();
+        let built = build(&runner, &pins, &dir.join("src"), &dir.join("shims"), &cache);
+        assert!(built.iter().all(|(_, b)| !b.cached), "fresh caches build everything");
+        outputs.push(built.iter().map(|(j, b)| (j.to_string(), fs::read(&b.path).unwrap())).collect::<Vec<_>>());
+    }
+    for ((job, a), (_, b)) in outputs[0].iter().zip(&outputs[1]) {
+        assert!(a == b, "{job}: builds from two directories differ");
+    }
+}
+
+#[test]
+fn a_no_op_rebuild_is_cached_and_a_shim_change_rebuilds_only_hip() {
+    let (pins, runner) = toolchain();
+    let dir = temp("cache");
+    copy_tree(&repo().join("kernels/hip"), &dir.join("shims"));
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let src = repo().join("kernels/probe");
+    let first = build(&runner, &pins, &src, &dir.join("shims"), &cache);
+    let again = build(&runner, &pins, &src, &dir.join("shims"), &cache);
+    assert!(again.iter().all(|(_, b)| b.cached), "an unchanged rebuild is all cache hits");
+    for ((_, a), (_, b)) in first.iter().zip(&again) {
+        assert_eq!(a.key, b.key);
+    }
+
+    let forced = dir.join("shims").join(hip::FORCED_INCLUDE);
+    let text = fs::read_to_string(&forced).unwrap();
+    fs::write(&forced, format!("{text}\n// touched by a test\n")).unwrap();
+    let touched = build(&runner, &pins, &src, &dir.join("shims"), &cache);
+    for (job, b) in &touched {
+        let hip = job.arch.starts_with("gfx");
+        assert_eq!(b.cached, !hip, "{job}: only HIP jobs read the shims");
+    }
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_compile_error_names_the_job_and_keeps_its_log() {
+    let (pins, runner) = toolchain();
+    let dir = temp("error");
+    fs::create_dir_all(dir.join("src")).unwrap();
+    fs::write(dir.join("src/probe.cu"), "extern \"C\" __global__ void broken(float *x) { x[0] = undefined_name; }\n").unwrap();
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let plan = Plan::new(dir.join("src"), "broken".into(), repo().join("kernels/hip"));
+    let jobs = probe_jobs(&pins, &plan);
+    let results = run_all(&runner, &cache, &jobs, &kiln_build::Options { workers: 2, ..Default::default() }, &|_| {});
+    for (job, r) in jobs.iter().zip(results) {
+        let f = r.expect_err("the broken kernel must fail");
+        assert_eq!(f.job, job.to_string());
+        let text = f.to_string();
+        assert!(text.contains("undefined_name"), "{job}: the message quotes the compiler's error: {text}");
+        assert!(f.log.is_file(), "{job}: the full log is kept at {}", f.log.display());
+    }
+    assert!(!cache.objects().exists() || fs::read_dir(cache.objects()).unwrap().count() == 0, "no cache entry for a failed job");
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn validation_refuses_artifacts_for_another_arch() {
+    let (pins, runner) = toolchain();
+    let dir = temp("wrongarch");
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
+    let bytes = |arch: &str| fs::read(&built.iter().find(|(j, _)| j.arch == arch).unwrap().1.path).unwrap();
+    let gfx90a = HipArch::parse("gfx90a").unwrap();
+    let e = hsaco::check(&bytes("gfx1100"), "gfx90a", gfx90a.mach(), pins.targets.code_object_version).unwrap_err();
+    assert!(e.to_string().contains("0x41") && e.to_string().contains("gfx90a"), "{e}");
+    let e = hsaco::check(&bytes("gfx90a"), "gfx90a", gfx90a.mach(), 4).unwrap_err();
+    assert!(e.to_string().contains("code object v4"), "{e}");
+    let e = cubin::check(&bytes("sm_90"), 80).unwrap_err();
+    assert!(e.to_string().contains("sm_90"), "{e}");
+    let e = ptx::check(std::str::from_utf8(&bytes("compute_80")).unwrap(), 90).unwrap_err();
+    assert!(e.to_string().contains("sm_80"), "{e}");
+    assert!(hsaco::read(&bytes("sm_90")).is_err(), "a cubin is not an HSACO");
+    assert!(cubin::read(b"\x7fELF garbage").is_err());
+    fs::remove_dir_all(dir).unwrap();
+}
