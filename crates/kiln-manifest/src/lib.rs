@@ -8,6 +8,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod select;
+pub use select::{ArchError, DeviceArch, Match, SelectError, SelectOptions, Selection, HIP_COMPAT, HIP_GENERIC, KNOWN_GFX};
+
 /// The manifest schema this crate writes and reads.
 pub const SCHEMA: u32 = 1;
 /// Its file name inside the dist folder.

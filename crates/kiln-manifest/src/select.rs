@@ -1,0 +1,603 @@
+//! Which artifact a device runs: the selection rules of docs/loader.md.
+//!
+//! Pure logic over the manifest, so that the artifact crates, the loader and
+//! any tool that only wants to say "this GPU would get that file" agree.
+//!
+//! CUDA: the cubin built for the device's exact sm; else the highest PTX level
+//! at or below the device's compute capability (the driver JIT-compiles PTX
+//! forward, never backward); else an error naming what is carried. The
+//! highest level wins because candle gates kernels on the arch (fp8 needs
+//! sm_89), so compute_89 PTX holds kernels compute_80 PTX lacks.
+//!
+//! HIP: the code object built for the device's exact gfx arch; else one built
+//! for the LLVM generic target of its family (`gfx10-3-generic`), which the
+//! ROCm loader accepts on every member; else, only when the caller opts in,
+//! the code object of an ISA-identical sibling ([`HIP_COMPAT`]); else an error
+//! naming the carried archs. A code object for another gfx arch is never
+//! chosen by default: ROCm refuses it, or worse, runs it on hardware whose
+//! registers or hazards differ.
+
+use std::fmt;
+
+use crate::{Artifact, Backend, Kind, Manifest};
+
+/// A GPU, as far as choosing code for it goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceArch {
+    /// An NVIDIA device of compute capability `major.minor` (sm_90 is 9.0).
+    Cuda { major: u32, minor: u32 },
+    /// An AMD device by its gfx processor name, target features removed
+    /// (`gfx90a:sramecc+:xnack-` is `gfx90a`).
+    Hip { gfx: String },
+}
+
+/// AMD processors a device can report (LLVM's AMDGPU processor list,
+/// concrete processors only: a device never reports a generic target).
+/// A name outside it is refused as unknown rather than reported as "not
+/// carried", so that a typo (`gfx90`) is not mistaken for a real GPU.
+pub const KNOWN_GFX: &[&str] = &[
+    "gfx600", "gfx601", "gfx602", "gfx700", "gfx701", "gfx702", "gfx703", "gfx704", "gfx705", "gfx801", "gfx802", "gfx803",
+    "gfx805", "gfx810", "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940", "gfx941",
+    "gfx942", "gfx950", "gfx1010", "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034",
+    "gfx1035", "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200",
+    "gfx1201",
+];
+
+/// The LLVM generic target covering each processor (LLVM AMDGPUUsage,
+/// "Generic Processors"; the same map ROCm's runtime uses). A code object
+/// built for the generic target is loaded by ROCm on every listed member.
+pub const HIP_GENERIC: &[(&str, &str)] = &[
+    ("gfx900", "gfx9-generic"),
+    ("gfx902", "gfx9-generic"),
+    ("gfx904", "gfx9-generic"),
+    ("gfx906", "gfx9-generic"),
+    ("gfx909", "gfx9-generic"),
+    ("gfx90c", "gfx9-generic"),
+    ("gfx940", "gfx9-4-generic"),
+    ("gfx941", "gfx9-4-generic"),
+    ("gfx942", "gfx9-4-generic"),
+    ("gfx950", "gfx9-4-generic"),
+    ("gfx1010", "gfx10-1-generic"),
+    ("gfx1011", "gfx10-1-generic"),
+    ("gfx1012", "gfx10-1-generic"),
+    ("gfx1013", "gfx10-1-generic"),
+    ("gfx1030", "gfx10-3-generic"),
+    ("gfx1031", "gfx10-3-generic"),
+    ("gfx1032", "gfx10-3-generic"),
+    ("gfx1033", "gfx10-3-generic"),
+    ("gfx1034", "gfx10-3-generic"),
+    ("gfx1035", "gfx10-3-generic"),
+    ("gfx1036", "gfx10-3-generic"),
+    ("gfx1100", "gfx11-generic"),
+    ("gfx1101", "gfx11-generic"),
+    ("gfx1102", "gfx11-generic"),
+    ("gfx1103", "gfx11-generic"),
+    ("gfx1150", "gfx11-generic"),
+    ("gfx1151", "gfx11-generic"),
+    ("gfx1152", "gfx11-generic"),
+    ("gfx1153", "gfx11-generic"),
+    ("gfx1200", "gfx12-generic"),
+    ("gfx1201", "gfx12-generic"),
+];
+
+/// The opt-in sibling table: device arch → the arch whose code object it may
+/// run, used only with [`SelectOptions::hip_compat`].
+///
+/// Only pairs whose ISA is identical are listed: those whose LLVM generic
+/// target lists "no restrictions" (gfx10-3-generic, gfx12-generic), so code
+/// built for the named sibling uses nothing the device lacks. Left out on
+/// purpose: gfx1101/gfx1102 → gfx1100. gfx11-generic needs hazard workarounds
+/// specific to some members, and gfx1100 has a larger VGPR file than gfx1102,
+/// so code built for gfx1100 exactly is not promised to run on them, however
+/// often `HSA_OVERRIDE_GFX_VERSION=11.0.0` is seen to work.
+///
+/// The ROCm runtime checks the ISA too: it loads a code object only for the
+/// device's own processor (or a generic target covering it). Under
+/// `HSA_OVERRIDE_GFX_VERSION` the device reports the sibling's name and the
+/// exact rule already matches; docs/loader.md says what the opt-in is for.
+pub const HIP_COMPAT: &[(&str, &str)] = &[
+    ("gfx1031", "gfx1030"),
+    ("gfx1032", "gfx1030"),
+    ("gfx1033", "gfx1030"),
+    ("gfx1034", "gfx1030"),
+    ("gfx1035", "gfx1030"),
+    ("gfx1036", "gfx1030"),
+    ("gfx1201", "gfx1200"),
+];
+
+/// How to choose, beyond the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SelectOptions {
+    /// Allow the [`HIP_COMPAT`] siblings. Off unless the user asks.
+    pub hip_compat: bool,
+    /// CUDA: skip cubins and take the best PTX (for measuring the JIT path).
+    pub force_ptx: bool,
+}
+
+/// How an artifact was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Match {
+    /// Built for exactly this device (cubin for its sm, HSACO for its gfx).
+    Exact,
+    /// PTX for a capability at or below the device's, JIT-compiled by the driver.
+    Ptx,
+    /// A code object for the LLVM generic target of the device's family.
+    HipGeneric,
+    /// An ISA-identical sibling's code object, by the caller's opt-in.
+    HipCompat,
+}
+
+/// The chosen artifact and how it was chosen.
+#[derive(Clone, Copy, Debug)]
+pub struct Selection<'a> {
+    pub artifact: &'a Artifact,
+    pub matched: Match,
+}
+
+/// An arch string that names no GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchError {
+    pub input: String,
+    pub reason: String,
+}
+
+impl fmt::Display for ArchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` is not a GPU arch: {}; expected an NVIDIA compute capability (`sm_90`, `90`, `9.0`) or an AMD processor (`gfx90a`, `gfx90a:sramecc+:xnack-`)",
+            self.input, self.reason
+        )
+    }
+}
+impl std::error::Error for ArchError {}
+
+/// Why no artifact can be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SelectError {
+    /// The manifest has no artifact of that module at all.
+    UnknownModule { module: String, carried: Vec<String> },
+    /// The manifest has the module, but nothing this device can run.
+    NoArtifact {
+        module: String,
+        device: DeviceArch,
+        /// What the manifest carries for the device's backend (`sm_90`, `compute_80`, `gfx90a`).
+        carried: Vec<String>,
+        /// What to try, when there is something (an opt-in, an override).
+        hint: Option<String>,
+    },
+}
+
+impl fmt::Display for SelectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SelectError::UnknownModule { module, carried } => {
+                write!(f, "no kernel module `{module}` in the manifest; it carries: {}", list(carried))
+            }
+            SelectError::NoArtifact { module, device, carried, hint } => {
+                let backend = match device {
+                    DeviceArch::Cuda { .. } => "CUDA",
+                    DeviceArch::Hip { .. } => "HIP",
+                };
+                write!(f, "no artifact of module `{module}` can run on {device}: the {backend} artifacts carried are {}", list(carried))?;
+                if let DeviceArch::Cuda { .. } = device {
+                    f.write_str(" (a cubin runs only on its own sm; PTX only on devices at or above its compute level)")?;
+                }
+                if let Some(h) = hint {
+                    write!(f, "; {h}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+impl std::error::Error for SelectError {}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
+impl DeviceArch {
+    /// Reads `sm_90`, `sm90`, `90`, `9.0`, `120`, `compute_90` (as the
+    /// device it names), `gfx90a`, `gfx90a:sramecc+:xnack-`, `amdgcn-amd-amdhsa--gfx90a`.
+    /// Any other text is an [`ArchError`]; an AMD name outside [`KNOWN_GFX`] too.
+    pub fn parse(input: &str) -> Result<DeviceArch, ArchError> {
+        let err = |reason: &str| ArchError { input: input.to_string(), reason: reason.to_string() };
+        let s = input.trim();
+        if s.is_empty() {
+            return Err(err("it is empty"));
+        }
+        let lower = s.to_ascii_lowercase();
+        let amd = lower.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(&lower);
+        if amd.starts_with("gfx") {
+            return parse_gfx(amd).map_err(|r| err(&r));
+        }
+        let digits = lower.strip_prefix("sm_").or_else(|| lower.strip_prefix("sm")).or_else(|| lower.strip_prefix("compute_")).unwrap_or(&lower);
+        parse_capability(digits).map_err(|r| err(&r))
+    }
+
+    /// The name kiln files artifacts under: `sm_90`, `gfx90a`.
+    pub fn name(&self) -> String {
+        match self {
+            DeviceArch::Cuda { major, minor } => format!("sm_{major}{minor}"),
+            DeviceArch::Hip { gfx } => gfx.clone(),
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            DeviceArch::Cuda { .. } => Backend::Cuda,
+            DeviceArch::Hip { .. } => Backend::Hip,
+        }
+    }
+}
+
+impl fmt::Display for DeviceArch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceArch::Cuda { major, minor } => write!(f, "sm_{major}{minor} (compute capability {major}.{minor})"),
+            DeviceArch::Hip { gfx } => f.write_str(gfx),
+        }
+    }
+}
+
+impl std::str::FromStr for DeviceArch {
+    type Err = ArchError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DeviceArch::parse(s)
+    }
+}
+
+/// `90` → 9.0, `120` → 12.0, `9.0` → 9.0. The minor is one digit in every
+/// capability NVIDIA has issued, which is what makes `120` unambiguous.
+fn parse_capability(s: &str) -> Result<DeviceArch, String> {
+    // Byte-wise splitting below needs ASCII; anything else is not a capability anyway.
+    if !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err("not a compute capability".into());
+    }
+    let (major, minor) = match s.split_once('.') {
+        Some((a, b)) => (a, b),
+        None if s.len() >= 2 => s.split_at(s.len() - 1),
+        None => return Err("a compute capability has a major and a minor digit (`90` is 9.0)".into()),
+    };
+    let digit_run = |t: &str| !t.is_empty() && t.len() <= 2 && t.bytes().all(|b| b.is_ascii_digit());
+    if !digit_run(major) || minor.len() != 1 || !digit_run(minor) {
+        return Err("not a compute capability".into());
+    }
+    let (major, minor): (u32, u32) = (major.parse().unwrap(), minor.parse().unwrap());
+    // CUDA has never shipped a device below 1.0; 0.x is a typo, not a GPU.
+    if major == 0 {
+        return Err("compute capability major version 0".into());
+    }
+    Ok(DeviceArch::Cuda { major, minor })
+}
+
+/// `gfx90a:sramecc+:xnack-` → `gfx90a`. The features (`name+`/`name-`) say
+/// how a device is configured, not which ISA it runs, so they are dropped
+/// after checking they are well formed.
+fn parse_gfx(s: &str) -> Result<DeviceArch, String> {
+    let mut parts = s.split(':');
+    let gfx = parts.next().unwrap_or_default();
+    for feature in parts {
+        let name = feature.strip_suffix('+').or_else(|| feature.strip_suffix('-'));
+        match name {
+            Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) => {}
+            _ => return Err(format!("target feature `{feature}` is not `name+` or `name-`")),
+        }
+    }
+    if !KNOWN_GFX.contains(&gfx) {
+        return Err(format!("unknown AMD processor `{gfx}`; known: {}", KNOWN_GFX.join(", ")));
+    }
+    Ok(DeviceArch::Hip { gfx: gfx.to_string() })
+}
+
+/// `sm_90`/`compute_90` → (9, 0). `sm_90a` and other suffixed arches are
+/// arch-specific builds that run only on that sm; they are not chosen by
+/// these rules, so they read as `None`.
+fn cuda_level(arch: &str, prefix: &str) -> Option<(u32, u32)> {
+    match parse_capability(arch.strip_prefix(prefix)?) {
+        Ok(DeviceArch::Cuda { major, minor }) => Some((major, minor)),
+        _ => None,
+    }
+}
+
+impl Manifest {
+    /// The cubin of `module` for one sm (`90` for sm_90).
+    pub fn sass(&self, module: &str, sm: u32) -> Option<&Artifact> {
+        self.find(module, Kind::Cubin, &format!("sm_{sm}"))
+    }
+
+    /// The PTX of `module` for one compute level (`80` for compute_80).
+    pub fn ptx(&self, module: &str, compute: u32) -> Option<&Artifact> {
+        self.find(module, Kind::Ptx, &format!("compute_{compute}"))
+    }
+
+    /// The code object of `module` for one gfx arch (`gfx90a`).
+    pub fn hsaco(&self, module: &str, gfx: &str) -> Option<&Artifact> {
+        self.find(module, Kind::Hsaco, gfx)
+    }
+
+    /// The kernel modules the manifest carries (static libraries excluded), sorted.
+    pub fn modules(&self) -> Vec<&str> {
+        let mut m: Vec<&str> = self.artifacts.iter().filter(|a| a.kind != Kind::Staticlib).map(|a| a.module.as_str()).collect();
+        m.sort_unstable();
+        m.dedup();
+        m
+    }
+
+    /// The best artifact of `module` for `device` under the default rules
+    /// (no sibling opt-in). See the module docs for the rules.
+    pub fn select(&self, module: &str, device: &DeviceArch) -> Result<&Artifact, SelectError> {
+        self.select_with(module, device, SelectOptions::default()).map(|s| s.artifact)
+    }
+
+    /// [`Manifest::select`] with options, saying how the artifact matched.
+    pub fn select_with(&self, module: &str, device: &DeviceArch, opts: SelectOptions) -> Result<Selection<'_>, SelectError> {
+        let of_module: Vec<&Artifact> = self.artifacts.iter().filter(|a| a.module == module && a.kind != Kind::Staticlib).collect();
+        if of_module.is_empty() {
+            return Err(SelectError::UnknownModule { module: module.to_string(), carried: self.modules().iter().map(|s| s.to_string()).collect() });
+        }
+        let backend = device.backend();
+        let mut carried: Vec<String> = of_module.iter().filter(|a| a.backend == backend).map(|a| a.arch.clone()).collect();
+        carried.sort();
+        carried.dedup();
+        let none = |hint: Option<String>| SelectError::NoArtifact { module: module.to_string(), device: device.clone(), carried: carried.clone(), hint };
+        match device {
+            DeviceArch::Cuda { major, minor } => {
+                let dev = (*major, *minor);
+                if !opts.force_ptx {
+                    if let Some(a) = of_module.iter().find(|a| a.kind == Kind::Cubin && cuda_level(&a.arch, "sm_") == Some(dev)) {
+                        return Ok(pick(a, Match::Exact));
+                    }
+                }
+                let best_ptx = of_module
+                    .iter()
+                    .filter(|a| a.kind == Kind::Ptx)
+                    .filter_map(|a| cuda_level(&a.arch, "compute_").map(|l| (l, *a)))
+                    .filter(|(l, _)| *l <= dev)
+                    .max_by_key(|(l, _)| *l);
+                match best_ptx {
+                    Some((_, a)) => Ok(pick(a, Match::Ptx)),
+                    None => Err(none(None)),
+                }
+            }
+            DeviceArch::Hip { gfx } => {
+                if let Some(a) = of_module.iter().find(|a| a.kind == Kind::Hsaco && &a.arch == gfx) {
+                    return Ok(pick(a, Match::Exact));
+                }
+                let generic = HIP_GENERIC.iter().find(|(p, _)| p == gfx).map(|(_, g)| *g);
+                if let Some(a) = generic.and_then(|g| of_module.iter().find(|a| a.kind == Kind::Hsaco && a.arch == g)) {
+                    return Ok(pick(a, Match::HipGeneric));
+                }
+                let sibling = HIP_COMPAT.iter().find(|(d, _)| d == gfx).map(|(_, s)| *s);
+                let sibling_artifact = sibling.and_then(|s| of_module.iter().find(|a| a.kind == Kind::Hsaco && a.arch == s));
+                match (sibling_artifact, opts.hip_compat) {
+                    (Some(a), true) => Ok(pick(a, Match::HipCompat)),
+                    (Some(a), false) => Err(none(Some(format!(
+                        "{gfx} has the same ISA as {} (LLVM's {} lists no restrictions): opt in with KILN_HIP_ARCH_COMPAT=1 (or SelectOptions::hip_compat), and see docs/loader.md for what ROCm itself requires",
+                        a.arch,
+                        generic.unwrap_or("generic target")
+                    )))),
+                    (None, _) => Err(none(None)),
+                }
+            }
+        }
+    }
+}
+
+fn pick(artifact: &Artifact, matched: Match) -> Selection<'_> {
+    Selection { artifact, matched }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Source, Targets, Toolchain, SCHEMA};
+    use std::collections::BTreeMap;
+
+    fn art(module: &str, kind: Kind, arch: &str) -> Artifact {
+        let backend = if kind == Kind::Hsaco { Backend::Hip } else { Backend::Cuda };
+        Artifact {
+            module: module.into(),
+            backend,
+            arch: arch.into(),
+            kind,
+            path: format!("{}/{arch}/{module}.{}", backend.as_str(), kind.as_str()),
+            size: 1,
+            sha256: "00".repeat(32),
+            kernels: vec![],
+            ptx_version: None,
+            resources: vec![],
+        }
+    }
+
+    fn manifest(artifacts: Vec<Artifact>) -> Manifest {
+        Manifest {
+            schema: SCHEMA,
+            kiln: "0.1.0".into(),
+            source: Source { crate_name: "candle-kernels".into(), version: "0.11.1".into(), sha256: "ab".repeat(32) },
+            toolchain: Toolchain { identity: "cd".repeat(32), distribution: "debian".into(), suite: "trixie".into(), packages: BTreeMap::new(), reported: BTreeMap::new() },
+            targets: Targets { hip: vec![], code_object_version: 5, cuda_ptx: vec![], cuda_sass: vec![] },
+            artifacts,
+        }
+    }
+
+    /// What `cargo xtask dist` builds by default, for one module.
+    fn kiln_default() -> Manifest {
+        let mut a = vec![];
+        for m in ["affine", "fill"] {
+            for sm in ["sm_80", "sm_86", "sm_89", "sm_90"] {
+                a.push(art(m, Kind::Cubin, sm));
+            }
+            for c in ["compute_80", "compute_89"] {
+                a.push(art(m, Kind::Ptx, c));
+            }
+            for g in ["gfx1030", "gfx1100", "gfx90a"] {
+                a.push(art(m, Kind::Hsaco, g));
+            }
+        }
+        a.push(art("moe", Kind::Staticlib, "sm_80+sm_90"));
+        manifest(a)
+    }
+
+    fn arch(s: &str) -> DeviceArch {
+        DeviceArch::parse(s).unwrap()
+    }
+
+    fn chosen(m: &Manifest, module: &str, dev: &str, opts: SelectOptions) -> (String, Match) {
+        let s = m.select_with(module, &arch(dev), opts).unwrap_or_else(|e| panic!("{dev}: {e}"));
+        (s.artifact.arch.clone(), s.matched)
+    }
+
+    #[test]
+    fn parses_every_spelling_of_a_cuda_device() {
+        for s in ["sm_90", "sm90", "90", "9.0", "SM_90", " sm_90 ", "compute_90"] {
+            assert_eq!(arch(s), DeviceArch::Cuda { major: 9, minor: 0 }, "{s}");
+        }
+        assert_eq!(arch("sm_86"), DeviceArch::Cuda { major: 8, minor: 6 });
+        assert_eq!(arch("120"), DeviceArch::Cuda { major: 12, minor: 0 });
+        assert_eq!(arch("sm_100"), DeviceArch::Cuda { major: 10, minor: 0 });
+        assert_eq!(arch("12.1"), DeviceArch::Cuda { major: 12, minor: 1 });
+        assert_eq!(arch("sm_90").name(), "sm_90");
+    }
+
+    #[test]
+    fn parses_amd_names_and_drops_target_features() {
+        assert_eq!(arch("gfx90a"), DeviceArch::Hip { gfx: "gfx90a".into() });
+        assert_eq!(arch("gfx90a:sramecc+:xnack-"), DeviceArch::Hip { gfx: "gfx90a".into() });
+        assert_eq!(arch("amdgcn-amd-amdhsa--gfx1100"), DeviceArch::Hip { gfx: "gfx1100".into() });
+        assert_eq!(arch("gfx1030").name(), "gfx1030");
+    }
+
+    #[test]
+    fn refuses_garbage_and_unknown_archs() {
+        for s in [
+            "", "   ", "sm_", "sm_9", "9", "sm_9x", "sm_90a", "0.5", "sm_05", "9.", ".9", "9.10", "1234", "cuda", "h100", "gfx", "gfx90",
+            "gfx9000", "gfx90a:xnack", "gfx90a:+", "gfx90a:sramecc+:", "gfx10-3-generic", "gfx90a;rm -rf", "-90", "sm_-9", "９０",
+        ] {
+            let e = DeviceArch::parse(s).expect_err(s);
+            assert_eq!(e.input, s);
+            assert!(e.to_string().contains("is not a GPU arch"), "{e}");
+        }
+        assert!(DeviceArch::parse("gfx9000").unwrap_err().reason.contains("unknown AMD processor `gfx9000`"));
+    }
+
+    #[test]
+    fn cuda_takes_the_exact_cubin() {
+        let m = kiln_default();
+        for sm in ["sm_80", "sm_86", "sm_89", "sm_90"] {
+            assert_eq!(chosen(&m, "affine", sm, SelectOptions::default()), (sm.to_string(), Match::Exact));
+        }
+        assert_eq!(m.select("affine", &arch("90")).unwrap().kind, Kind::Cubin);
+    }
+
+    #[test]
+    fn cuda_falls_back_to_the_highest_ptx_at_or_below_the_device() {
+        let m = kiln_default();
+        let o = SelectOptions::default();
+        // No sm_87/sm_88 cubin: compute_89 is above them, so compute_80.
+        assert_eq!(chosen(&m, "affine", "sm_87", o), ("compute_80".into(), Match::Ptx));
+        // Newer than anything carried: the highest PTX, which has the fp8 kernels.
+        assert_eq!(chosen(&m, "affine", "sm_120", o), ("compute_89".into(), Match::Ptx));
+        assert_eq!(chosen(&m, "affine", "sm_100", o), ("compute_89".into(), Match::Ptx));
+        // Forced PTX never hands compute_89 to an sm_86.
+        let p = SelectOptions { force_ptx: true, ..o };
+        assert_eq!(chosen(&m, "affine", "sm_86", p), ("compute_80".into(), Match::Ptx));
+        assert_eq!(chosen(&m, "affine", "sm_89", p), ("compute_89".into(), Match::Ptx));
+        assert_eq!(chosen(&m, "affine", "sm_90", p), ("compute_89".into(), Match::Ptx));
+    }
+
+    #[test]
+    fn cuda_never_gives_ptx_above_the_device() {
+        let m = manifest(vec![art("affine", Kind::Ptx, "compute_89"), art("affine", Kind::Cubin, "sm_90")]);
+        let e = m.select("affine", &arch("sm_86")).unwrap_err();
+        let SelectError::NoArtifact { carried, .. } = &e else { panic!("{e:?}") };
+        assert_eq!(carried, &["compute_89".to_string(), "sm_90".to_string()]);
+        let text = e.to_string();
+        assert!(text.contains("module `affine`") && text.contains("sm_86") && text.contains("compute_89, sm_90"), "{text}");
+        // Too old for any: sm_75 below the compute_80 floor.
+        assert!(kiln_default().select("affine", &arch("sm_75")).is_err());
+    }
+
+    #[test]
+    fn hip_takes_the_exact_code_object_or_a_generic_one() {
+        let m = kiln_default();
+        for g in ["gfx1030", "gfx1100", "gfx90a"] {
+            assert_eq!(chosen(&m, "fill", &format!("{g}:xnack-"), SelectOptions::default()), (g.to_string(), Match::Exact));
+        }
+        let mut g = kiln_default();
+        g.artifacts.push(art("fill", Kind::Hsaco, "gfx11-generic"));
+        assert_eq!(chosen(&g, "fill", "gfx1101", SelectOptions::default()), ("gfx11-generic".into(), Match::HipGeneric));
+        // The exact object still beats the generic one.
+        assert_eq!(chosen(&g, "fill", "gfx1100", SelectOptions::default()), ("gfx1100".into(), Match::Exact));
+    }
+
+    #[test]
+    fn hip_refuses_other_archs_and_lists_what_is_carried() {
+        let m = kiln_default();
+        for dev in ["gfx908", "gfx942", "gfx1101", "gfx1102", "gfx1031"] {
+            let e = m.select("fill", &arch(dev)).unwrap_err();
+            let SelectError::NoArtifact { carried, .. } = &e else { panic!("{e:?}") };
+            assert_eq!(carried, &["gfx1030", "gfx1100", "gfx90a"], "{dev}");
+            assert!(e.to_string().contains("gfx1030, gfx1100, gfx90a"), "{e}");
+        }
+        // gfx1031 gets told about the opt-in; gfx1101 does not (not ISA-identical).
+        assert!(m.select("fill", &arch("gfx1031")).unwrap_err().to_string().contains("KILN_HIP_ARCH_COMPAT=1"));
+        assert!(!m.select("fill", &arch("gfx1101")).unwrap_err().to_string().contains("KILN_HIP_ARCH_COMPAT"));
+    }
+
+    #[test]
+    fn hip_siblings_only_with_the_opt_in() {
+        let m = kiln_default();
+        let on = SelectOptions { hip_compat: true, ..Default::default() };
+        for dev in ["gfx1031", "gfx1032", "gfx1034", "gfx1035", "gfx1036"] {
+            assert!(m.select("fill", &arch(dev)).is_err(), "{dev} without opt-in");
+            assert_eq!(chosen(&m, "fill", dev, on), ("gfx1030".into(), Match::HipCompat));
+        }
+        // Not ISA-identical: refused even with the opt-in.
+        for dev in ["gfx1101", "gfx1102", "gfx1103", "gfx908", "gfx942"] {
+            assert!(m.select_with("fill", &arch(dev), on).is_err(), "{dev}");
+        }
+        // A CUDA device never gets HIP code, nor the reverse.
+        assert!(manifest(vec![art("fill", Kind::Hsaco, "gfx90a")]).select("fill", &arch("sm_90")).is_err());
+        assert!(manifest(vec![art("fill", Kind::Ptx, "compute_80")]).select("fill", &arch("gfx90a")).is_err());
+    }
+
+    #[test]
+    fn compat_table_pairs_are_siblings_within_one_generic_family() {
+        for (dev, sib) in HIP_COMPAT {
+            let fam = |g: &str| HIP_GENERIC.iter().find(|(p, _)| *p == g).map(|(_, f)| *f);
+            assert!(fam(dev).is_some() && fam(dev) == fam(sib), "{dev} -> {sib}");
+            assert!(matches!(fam(dev), Some("gfx10-3-generic" | "gfx12-generic")), "{dev}: family with restrictions");
+            assert!(KNOWN_GFX.contains(dev) && KNOWN_GFX.contains(sib));
+        }
+        for (p, _) in HIP_GENERIC {
+            assert!(KNOWN_GFX.contains(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn unknown_module_and_static_libraries() {
+        let m = kiln_default();
+        let e = m.select("convv", &arch("sm_90")).unwrap_err();
+        assert_eq!(e, SelectError::UnknownModule { module: "convv".into(), carried: vec!["affine".into(), "fill".into()] });
+        assert!(e.to_string().contains("affine, fill"));
+        // The static library is not a loadable module.
+        assert!(matches!(m.select("moe", &arch("sm_90")), Err(SelectError::UnknownModule { .. })));
+        assert_eq!(m.modules(), ["affine", "fill"]);
+    }
+
+    #[test]
+    fn accessors() {
+        let m = kiln_default();
+        assert_eq!(m.sass("affine", 90).unwrap().arch, "sm_90");
+        assert!(m.sass("affine", 75).is_none());
+        assert_eq!(m.ptx("affine", 89).unwrap().kind, Kind::Ptx);
+        assert_eq!(m.hsaco("fill", "gfx90a").unwrap().backend, Backend::Hip);
+        assert!(m.hsaco("fill", "gfx942").is_none());
+    }
+}
