@@ -1,0 +1,2 @@
+/bin/mkdir "$out"
+/bin/cp "$setup" "$out/setup"
