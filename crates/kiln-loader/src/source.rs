@@ -1,0 +1,111 @@
+//! Where artifacts come from: the generated kernel crate (embedded bytes) or a
+//! `cargo xtask dist` folder on disk. The loader asks only for the manifest and
+//! the raw bytes of an artifact by its manifest `path`; decompressing is the
+//! source's business.
+
+use std::borrow::Cow;
+use std::path::{Component, Path, PathBuf};
+
+use kiln_manifest::Manifest;
+
+use crate::error::{Error, Result};
+
+/// The environment variable naming a dist folder to load from.
+pub const DIST_DIR_ENV: &str = "KILN_DIST_DIR";
+
+/// A set of kiln artifacts with their manifest.
+///
+/// The loader checks every byte it gets against the manifest's sha256 before
+/// use, so a source need not be trusted to return the right file, only to
+/// return the manifest the artifacts were built with.
+pub trait ArtifactSource: Send + Sync {
+    fn manifest(&self) -> &Manifest;
+    /// The raw bytes of the artifact at `path` (a manifest `path`).
+    /// Embedded artifacts return `Cow::Borrowed` and cost nothing to keep.
+    fn bytes(&self, path: &str) -> Result<Cow<'static, [u8]>>;
+    /// Names the source in messages (`dist folder /x/target/dist`).
+    fn describe(&self) -> String;
+}
+
+impl<S: ArtifactSource + ?Sized> ArtifactSource for std::sync::Arc<S> {
+    fn manifest(&self) -> &Manifest {
+        (**self).manifest()
+    }
+    fn bytes(&self, path: &str) -> Result<Cow<'static, [u8]>> {
+        (**self).bytes(path)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+impl<S: ArtifactSource + ?Sized> ArtifactSource for &'static S {
+    fn manifest(&self) -> &Manifest {
+        (**self).manifest()
+    }
+    fn bytes(&self, path: &str) -> Result<Cow<'static, [u8]>> {
+        (**self).bytes(path)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+/// A dist folder written by `cargo xtask dist` (`target/dist`).
+#[derive(Debug)]
+pub struct DistDir {
+    root: PathBuf,
+    manifest: Manifest,
+}
+
+impl DistDir {
+    /// Reads `<root>/manifest.json`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<DistDir> {
+        let root = root.into();
+        let file = root.join(kiln_manifest::FILE_NAME);
+        let what = file.display().to_string();
+        let text = std::fs::read_to_string(&file).map_err(|e| Error::Manifest {
+            source: what.clone(),
+            message: format!("cannot read it: {e}; build the artifacts with `cargo xtask dist` or point {DIST_DIR_ENV} at a dist folder"),
+        })?;
+        let manifest = Manifest::from_json(&text, &what).map_err(|e| Error::Manifest { source: what, message: e.0 })?;
+        Ok(DistDir { root, manifest })
+    }
+
+    /// The folder named by `KILN_DIST_DIR`, if it is set.
+    pub fn from_env() -> Option<Result<DistDir>> {
+        std::env::var_os(DIST_DIR_ENV).map(DistDir::open)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A manifest path is relative and `/`-separated; one that climbs out of
+    /// the folder (`../`, `/etc/...`) comes from a tampered manifest.
+    fn resolve(&self, path: &str) -> Result<PathBuf> {
+        let rel = Path::new(path);
+        let inside = !path.is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)));
+        if !inside {
+            return Err(Error::Artifact { path: path.to_string(), message: format!("not a path inside the dist folder {}", self.root.display()) });
+        }
+        Ok(self.root.join(rel))
+    }
+}
+
+impl ArtifactSource for DistDir {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn bytes(&self, path: &str) -> Result<Cow<'static, [u8]>> {
+        let file = self.resolve(path)?;
+        std::fs::read(&file)
+            .map(Cow::Owned)
+            .map_err(|e| Error::Artifact { path: path.to_string(), message: format!("cannot read {}: {e}", file.display()) })
+    }
+
+    fn describe(&self) -> String {
+        format!("dist folder {}", self.root.display())
+    }
+}
