@@ -85,9 +85,9 @@ pub fn select(module: &str, device_arch: &str) -> Result<&'static Artifact, Erro
 }
 
 /// Like [`select`]; with `allow_hip_siblings`, an AMD device may use the
-/// code object of an ISA-compatible sibling (docs/loader.md lists them).
+/// code object of an ISA-identical sibling (`kiln_manifest::HIP_COMPAT`).
 pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) -> Result<&'static Artifact, Error> {
     let arch = kiln_manifest::DeviceArch::parse(device_arch).map_err(|e| Error(e.to_string()))?;
-    let opts = kiln_manifest::SelectOptions { hip_siblings: allow_hip_siblings };
-    manifest().select(module, &arch, &opts).map_err(|e| Error(e.to_string()))
+    let opts = kiln_manifest::SelectOptions { hip_compat: allow_hip_siblings, ..Default::default() };
+    manifest().select_with(module, &arch, opts).map(|s| s.artifact).map_err(|e| Error(e.to_string()))
 }
