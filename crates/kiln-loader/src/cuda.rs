@@ -240,16 +240,17 @@ impl CudaDevice {
 }
 
 /// Hints for the driver errors a module load can end in.
-pub(crate) fn load_hint(code: i64) -> &'static str {
+pub(crate) fn load_hint(code: i64, ptx_version: Option<&str>) -> String {
     use sys::cudaError_enum as E;
     match code {
-        c if c == E::CUDA_ERROR_UNSUPPORTED_PTX_VERSION as i64 => {
-            "the PTX's .version is newer than this driver can compile: update the NVIDIA driver (PTX ISA 8.4 needs CUDA 12.4 or later)"
-        }
-        c if c == E::CUDA_ERROR_NO_BINARY_FOR_GPU as i64 => "the image has no code for this GPU",
-        c if c == E::CUDA_ERROR_INVALID_PTX as i64 => "the driver's PTX compiler rejected the text",
-        c if c == E::CUDA_ERROR_JIT_COMPILER_NOT_FOUND as i64 => "the driver's PTX JIT compiler (libnvidia-ptxjitcompiler) is not installed",
-        _ => "",
+        c if c == E::CUDA_ERROR_UNSUPPORTED_PTX_VERSION as i64 => format!(
+            "the PTX's .version {} is newer than this driver can compile: update the NVIDIA driver (PTX ISA 8.x needs a CUDA 12.x driver of the same or higher minor version)",
+            ptx_version.unwrap_or("?")
+        ),
+        c if c == E::CUDA_ERROR_NO_BINARY_FOR_GPU as i64 => "the image has no code for this GPU".into(),
+        c if c == E::CUDA_ERROR_INVALID_PTX as i64 => "the driver's PTX compiler rejected the text".into(),
+        c if c == E::CUDA_ERROR_JIT_COMPILER_NOT_FOUND as i64 => "the driver's PTX JIT compiler (libnvidia-ptxjitcompiler) is not installed".into(),
+        _ => String::new(),
     }
 }
 

@@ -228,7 +228,7 @@ impl Device {
         r.map_err(|f| {
             let hint = match self.backend() {
                 #[cfg(feature = "cuda")]
-                Backend::Cuda => crate::cuda::load_hint(f.code).to_string(),
+                Backend::Cuda => crate::cuda::load_hint(f.code, artifact.ptx_version.as_deref()),
                 #[cfg(not(feature = "cuda"))]
                 Backend::Cuda => String::new(),
                 Backend::Hip => hip_load_hint(artifact, self.arch()),
@@ -259,12 +259,15 @@ fn hip_load_hint(artifact: &Artifact, device: &DeviceArch) -> String {
     if artifact.arch == *gfx {
         return String::new();
     }
+    if artifact.arch.ends_with("-generic") {
+        return format!("{} is an LLVM generic target: ROCm loads those from 6.2 on (code object v6); update ROCm", artifact.arch);
+    }
     let version = artifact.arch.trim_start_matches("gfx");
     let override_value = match version.len() {
         // gfx1030 → 10.3.0, gfx90a → 9.0.10 (the last digit is hex).
         4 => format!("{}.{}.{}", &version[..2], &version[2..3], u32::from_str_radix(&version[3..], 16).unwrap_or(0)),
         3 => format!("{}.{}.{}", &version[..1], &version[1..2], u32::from_str_radix(&version[2..], 16).unwrap_or(0)),
-        _ => String::new(),
+        _ => return String::new(),
     };
     format!(
         "ROCm loads a code object only on its own processor, so KILN_HIP_ARCH_COMPAT alone cannot run {} code on {gfx}; \
@@ -346,7 +349,7 @@ impl DeviceBuffer {
     /// The buffer as `len / size_of::<T>()` values.
     pub fn to_vec<T: Pod>(&self) -> Result<Vec<T>> {
         let size = std::mem::size_of::<T>();
-        if self.len % size != 0 {
+        if !self.len.is_multiple_of(size) {
             return Err(Error::InvalidArgument(format!("a {} byte buffer is not a whole number of {size}-byte values", self.len)));
         }
         let mut v = vec![T::default(); self.len / size];
@@ -494,5 +497,37 @@ impl Function {
             Imp::Hip(d) => unsafe { d.launch(self.handle, cfg, &mut params) },
         };
         r.map_err(device.err("launch", format!("kernel `{}`, grid {:?}, block {:?}", self.name, cfg.grid, cfg.block)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hsaco(arch: &str) -> Artifact {
+        Artifact {
+            module: "fill".into(),
+            backend: Backend::Hip,
+            arch: arch.into(),
+            kind: Kind::Hsaco,
+            path: format!("hip/{arch}/fill.hsaco"),
+            size: 0,
+            sha256: String::new(),
+            kernels: vec![],
+            ptx_version: None,
+            resources: vec![],
+        }
+    }
+
+    #[test]
+    fn a_refused_sibling_object_names_the_override_that_would_work() {
+        let dev = DeviceArch::parse("gfx1031").unwrap();
+        let h = hip_load_hint(&hsaco("gfx1030"), &dev);
+        assert!(h.contains("HSA_OVERRIDE_GFX_VERSION=10.3.0"), "{h}");
+        let h = hip_load_hint(&hsaco("gfx90a"), &DeviceArch::parse("gfx908").unwrap());
+        assert!(h.contains("HSA_OVERRIDE_GFX_VERSION=9.0.10"), "{h}");
+        assert!(hip_load_hint(&hsaco("gfx10-3-generic"), &dev).contains("ROCm loads those from 6.2"));
+        // The device's own object refused: no override to suggest.
+        assert_eq!(hip_load_hint(&hsaco("gfx1031"), &dev), "");
     }
 }
