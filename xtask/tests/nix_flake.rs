@@ -23,11 +23,14 @@ use kiln_toolchain::sysroot;
 const SYSTEM: &str = "x86_64-linux";
 
 /// Offline: no binary cache, no global flake registry. The stub's builders
-/// are the host's /bin/bash, which a sandboxed build cannot see.
+/// are the host's /bin/bash, which a sandboxed build cannot see. No build
+/// users: the result is then the same with or without Debian's
+/// nix-setup-systemd (which creates them and writes /etc/nix/nix.conf).
 const NIX_CONFIG: &str = "experimental-features = nix-command flakes\n\
                           substituters =\n\
                           flake-registry = /dev/null\n\
                           sandbox = false\n\
+                          build-users-group =\n\
                           warn-dirty = false\n";
 
 /// One Nix command at a time: CI has 2 cores, and the tests share the store
