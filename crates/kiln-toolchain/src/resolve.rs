@@ -12,7 +12,10 @@ use xshell::{cmd, Shell};
 
 use crate::cache::Cache;
 
-const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+/// Debian's archive keys; `KILN_DEBIAN_KEYRING` points elsewhere (e.g. a Nix store path).
+fn keyring() -> String {
+    std::env::var("KILN_DEBIAN_KEYRING").unwrap_or_else(|_| "/usr/share/keyrings/debian-archive-keyring.gpg".into())
+}
 
 struct Apt {
     dir: PathBuf,
@@ -21,8 +24,9 @@ struct Apt {
 
 impl Apt {
     fn new(cache: &Cache, pins: &Pins) -> Result<Apt> {
-        if !std::path::Path::new(KEYRING).exists() {
-            bail!("{KEYRING} is missing: apt needs Debian's archive keys to trust the index (apt-get install debian-archive-keyring)");
+        let keyring = keyring();
+        if !std::path::Path::new(&keyring).exists() {
+            bail!("{keyring} is missing: apt needs Debian's archive keys to trust the index (apt-get install debian-archive-keyring, or set KILN_DEBIAN_KEYRING)");
         }
         let t = &pins.toolchain;
         let dir = cache.root().join("apt").join(&t.suite);
@@ -33,7 +37,7 @@ impl Apt {
             .mirrors
             .iter()
             .take(1)
-            .map(|m| format!("deb [signed-by={KEYRING}] {m} {} {}\n", t.suite, t.components.join(" ")))
+            .map(|m| format!("deb [signed-by={keyring}] {m} {} {}\n", t.suite, t.components.join(" ")))
             .collect::<String>();
         fs::write(dir.join("sources.list"), sources)?;
         fs::write(dir.join("status"), "")?;
