@@ -30,19 +30,13 @@ rustPlatform.buildRustPackage {
   nativeBuildInputs = [ bubblewrap ];
   KILN_SYSROOT = sysroot;
 
-  # The builder has no network, and the xtask fetches candle-kernels with
-  # cargo. The fixed-output fetch above has the pinned bytes, so they go where
-  # kiln keeps verified sources (crates/kiln-build/src/upstream.rs), which the
-  # xtask then uses without fetching.
+  # The builder has no network, and the xtask would fetch candle-kernels with
+  # cargo: KILN_CANDLE_CRATE hands it the fixed-output fetch above instead,
+  # which the xtask checks against the same pinned sha256.
   buildPhase = ''
     runHook preBuild
     export KILN_CACHE_DIR="$TMPDIR/kiln-cache"
-    sources="$KILN_CACHE_DIR/sources"
-    mkdir -p "$sources"
-    tar -xzf ${crate} -C "$sources"
-    dest="$sources/${c.crate}-${c.version}-${builtins.substring 0 16 c.sha256}"
-    mv "$sources/${c.crate}-${c.version}" "$dest"
-    echo ${c.sha256} > "$dest/.kiln-verified"
+    export KILN_CANDLE_CRATE=${crate}
     cargo xtask dist --locked
     runHook postBuild
   '';
