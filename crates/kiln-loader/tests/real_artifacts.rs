@@ -49,12 +49,28 @@ fn fixture() -> PathBuf {
     dir
 }
 
-/// A private copy of the fixture to tamper with.
-fn copy_fixture(label: &str) -> PathBuf {
-    let to = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("loader-{label}-{}", std::process::id()));
+/// A private copy of the fixture to tamper with, removed when dropped.
+struct TempDist(PathBuf);
+
+impl std::ops::Deref for TempDist {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDist {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn copy_fixture(label: &str) -> TempDist {
+    // The system temp dir, not the target dir: the test binary also runs on GPU machines without this checkout.
+    let to = std::env::temp_dir().join(format!("kiln-loader-{label}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&to);
     copy_tree(&fixture(), &to);
-    to
+    TempDist(to)
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -107,7 +123,7 @@ fn real_artifacts_are_selected_by_the_rules_and_pass_every_check() {
 #[test]
 fn a_real_cubin_or_ptx_for_another_device_is_refused_by_its_header() {
     let dir = fixture();
-    let src = DistDir::open(&dir).unwrap();
+    let src = DistDir::open(&*dir).unwrap();
     let m = src.manifest().clone();
     let sm80 = m.sass("fill", 80).unwrap();
     let bytes = src.bytes(&sm80.path).unwrap();
@@ -121,7 +137,7 @@ fn a_real_cubin_or_ptx_for_another_device_is_refused_by_its_header() {
 #[test]
 fn an_sm80_cubin_recorded_as_sm90_is_caught_even_with_a_matching_hash() {
     let dir = copy_fixture("wrong-arch");
-    let mut m = DistDir::open(&dir).unwrap().manifest().clone();
+    let mut m = DistDir::open(&*dir).unwrap().manifest().clone();
     let sm80_path = m.sass("fill", 80).unwrap().path.clone();
     let bytes = fs::read(dir.join(&sm80_path)).unwrap();
     // A self-consistent lie: the sm_90 entry's file, hash and size are now the sm_80 cubin's.
@@ -138,7 +154,7 @@ fn an_sm80_cubin_recorded_as_sm90_is_caught_even_with_a_matching_hash() {
 #[test]
 fn corrupt_truncated_or_swapped_payloads_fail_the_hash() {
     let dir = copy_fixture("corrupt");
-    let m = DistDir::open(&dir).unwrap().manifest().clone();
+    let m = DistDir::open(&*dir).unwrap().manifest().clone();
     // One flipped bit.
     let cubin = dir.join(&m.sass("fill", 90).unwrap().path);
     let mut b = fs::read(&cubin).unwrap();
@@ -166,7 +182,7 @@ fn corrupt_truncated_or_swapped_payloads_fail_the_hash() {
 #[test]
 fn missing_files_bad_manifests_and_escaping_paths_are_errors() {
     let dir = copy_fixture("manifest");
-    let mut m = DistDir::open(&dir).unwrap().manifest().clone();
+    let mut m = DistDir::open(&*dir).unwrap().manifest().clone();
     fs::remove_file(dir.join(&m.sass("affine", 90).unwrap().path)).unwrap();
     let e = store(&dir).check("affine", &arch("sm_90")).unwrap_err();
     assert!(matches!(e, Error::Artifact { .. }) && e.to_string().contains("cannot read"), "{e}");
@@ -178,7 +194,7 @@ fn missing_files_bad_manifests_and_escaping_paths_are_errors() {
     assert!(e.to_string().contains("not a path inside the dist folder"), "{e}");
 
     fs::write(dir.join("manifest.json"), "{ not json").unwrap();
-    let e = DistDir::open(&dir).unwrap_err();
+    let e = DistDir::open(&*dir).unwrap_err();
     assert!(matches!(e, Error::Manifest { .. }) && e.to_string().contains("not a kiln manifest"), "{e}");
     let e = DistDir::open(dir.join("nowhere")).unwrap_err();
     assert!(e.to_string().contains("cargo xtask dist") && e.to_string().contains("KILN_DIST_DIR"), "{e}");

@@ -15,6 +15,7 @@ use serde_json::json;
 
 const USAGE: &str = "usage: load-bench [--dist DIR] [--backend cuda|hip] [--device N] [--prefer best|ptx]
                   [--module NAME]... [--out FILE.json] [--no-smoke]
+       load-bench --dry-run ARCH [--dist DIR] [--prefer best|ptx] [--module NAME]...
 
 Cold-loads every kernel module of a kiln dist folder on one GPU through kiln-loader
 (select, sha256 and header checks, driver load) and prints per-module and total
@@ -26,6 +27,7 @@ milliseconds. Writes FILE.json and FILE.md (default load-bench-<backend>-<prefer
   --prefer P      best: exact cubin/HSACO, else PTX; ptx: always the PTX path (CUDA)
   --module NAME   only this module (repeatable)
   --no-smoke      skip the check launch of fill_f32 after loading
+  --dry-run ARCH  no device: select and check (sha256, header) each module for ARCH (sm_90, gfx90a)
 Run with CUDA_CACHE_DISABLE=1 so that PTX is compiled, not read from the JIT cache.";
 
 struct Opts {
@@ -36,6 +38,7 @@ struct Opts {
     modules: Vec<String>,
     out: Option<PathBuf>,
     smoke: bool,
+    dry_run: Option<String>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -47,6 +50,7 @@ fn parse() -> Result<Opts, String> {
         modules: vec![],
         out: None,
         smoke: true,
+        dry_run: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -71,6 +75,7 @@ fn parse() -> Result<Opts, String> {
             "--module" => o.modules.push(value("--module")?),
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
             "--no-smoke" => o.smoke = false,
+            "--dry-run" => o.dry_run = Some(value("--dry-run")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -103,6 +108,9 @@ fn main() -> ExitCode {
 }
 
 fn run(o: Opts) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(arch) = &o.dry_run {
+        return dry_run(&o, arch);
+    }
     let source = DistDir::open(&o.dist)?;
     let backend = match o.backend {
         Some(b) => b,
@@ -252,4 +260,21 @@ fn smoke_test<S: ArtifactSource>(store: &ModuleStore<S>, device: &Device) -> Res
         return Err(format!("fill_f32 left {wrong} of {N} values not 1.5").into());
     }
     Ok(format!("fill_f32 from {} wrote {N} floats, all correct", module.artifact().path))
+}
+
+/// What a device of `arch` would load, checked as the store checks it, without a device.
+fn dry_run(o: &Opts, arch: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let arch = kiln_loader::DeviceArch::parse(arch)?;
+    let mut opts = StoreOptions::from_env();
+    opts.select.force_ptx = o.force_ptx;
+    let store = ModuleStore::with_options(DistDir::open(&o.dist)?, opts);
+    let modules: Vec<String> =
+        if o.modules.is_empty() { store.source().manifest().modules().into_iter().map(String::from).collect() } else { o.modules.clone() };
+    for m in &modules {
+        let t = Instant::now();
+        let sel = store.check(m, &arch)?;
+        println!("{m:<12} {:<11} {:<6} {:>10} bytes  checked in {:.2} ms", sel.artifact.arch, sel.artifact.kind.as_str(), sel.artifact.size, ms(t.elapsed()));
+    }
+    println!("{} modules for {arch}: all selected and verified", modules.len());
+    Ok(())
 }
