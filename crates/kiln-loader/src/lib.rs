@@ -41,7 +41,7 @@ pub use args::{KernelArgs, LaunchConfig, Pod};
 pub use device::{Device, DeviceBuffer, DeviceInfo, Function, LoadStats, Module};
 pub use error::{Error, Result};
 pub use kiln_manifest::{Artifact, Backend, DeviceArch, Kind, Manifest, Match, SelectOptions};
-pub use source::{ArtifactSource, DistDir, DIST_DIR_ENV};
+pub use source::{ArtifactSource, DistDir, FnSource, DIST_DIR_ENV};
 pub use store::{ModuleStore, StoreOptions, HIP_COMPAT_ENV};
 pub use verify::{check_blob, sha256_hex, verify_hash};
 

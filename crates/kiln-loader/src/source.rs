@@ -109,3 +109,57 @@ impl ArtifactSource for DistDir {
         format!("dist folder {}", self.root.display())
     }
 }
+
+type Fetch = dyn Fn(&str) -> Option<Cow<'static, [u8]>> + Send + Sync;
+
+/// An [`ArtifactSource`] over functions, for crates that embed artifacts
+/// without depending on this loader: the generated kernel crate exposes its
+/// manifest and a byte lookup, and the consumer wraps them here.
+pub struct FnSource {
+    manifest: Manifest,
+    fetch: Box<Fetch>,
+    name: String,
+}
+
+impl FnSource {
+    /// `fetch(path)` returns the raw (decompressed) bytes of the artifact at a manifest `path`.
+    pub fn new(name: impl Into<String>, manifest: Manifest, fetch: impl Fn(&str) -> Option<Cow<'static, [u8]>> + Send + Sync + 'static) -> FnSource {
+        FnSource { manifest, fetch: Box::new(fetch), name: name.into() }
+    }
+}
+
+impl ArtifactSource for FnSource {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+    fn bytes(&self, path: &str) -> Result<Cow<'static, [u8]>> {
+        (self.fetch)(path).ok_or_else(|| Error::Artifact { path: path.to_string(), message: format!("{} does not carry it", self.name) })
+    }
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest() -> Manifest {
+        let json = r#"{"schema":1,"kiln":"0.1.0","source":{"crate":"candle-kernels","version":"0.11.1","sha256":"00"},
+            "toolchain":{"identity":"00","distribution":"debian","suite":"trixie","packages":{},"reported":{}},
+            "targets":{"hip":[],"code_object_version":5,"cuda_ptx":["compute_80"],"cuda_sass":[]},
+            "artifacts":[{"module":"fill","backend":"cuda","arch":"compute_80","kind":"ptx","path":"cuda/compute_80/fill.ptx",
+            "size":3,"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","kernels":["fill_f32"]}]}"#;
+        Manifest::from_json(json, "test").unwrap()
+    }
+
+    #[test]
+    fn fn_source_serves_embedded_bytes_and_names_itself_when_it_cannot() {
+        static PTX: &[u8] = b"abc";
+        let s = FnSource::new("kiln-kernels-cuda 0.1.0", manifest(), |p| (p == "cuda/compute_80/fill.ptx").then_some(Cow::Borrowed(PTX)));
+        assert!(matches!(s.bytes("cuda/compute_80/fill.ptx").unwrap(), Cow::Borrowed(b"abc")));
+        let e = s.bytes("cuda/sm_90/fill.cubin").unwrap_err();
+        assert_eq!(e.to_string(), "kiln artifact `cuda/sm_90/fill.cubin`: kiln-kernels-cuda 0.1.0 does not carry it");
+        crate::verify::verify_hash(&s.manifest().artifacts[0], &s.bytes("cuda/compute_80/fill.ptx").unwrap()).unwrap();
+    }
+}
