@@ -38,6 +38,12 @@ pub enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Generate .github/workflows/ from the GPU runner matrix (ci/matrix.yaml).
+    Ci {
+        /// Write nothing; fail if the checked-in workflows differ from the generated ones.
+        #[arg(long)]
+        check: bool,
+    },
     /// Provision the pinned toolchain: download every package, verify its sha256, unpack.
     Toolchain,
     /// Print what kiln finds: pins, cache, toolchain, sandbox, compilers.

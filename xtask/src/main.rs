@@ -1,6 +1,7 @@
 //! `cargo xtask`: kiln's command line. One module per task; the pipeline
 //! itself lives in the library crates under crates/ (docs/ARCHITECTURE.md).
 
+mod ci;
 mod dist;
 mod doctor;
 mod flags;
@@ -30,6 +31,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
         flags::Task::Dist(d) => dist::run(&flags.pins, d),
         flags::Task::Verify(v) => dist::verify(&flags.pins, v),
         flags::Task::Test { args } => test::run(&flags.pins, args),
+        flags::Task::Ci { check } => ci::run(&flags.pins, check),
         flags::Task::Toolchain => toolchain::run(&flags.pins),
         flags::Task::Doctor => doctor::run(&flags.pins),
         flags::Task::Pins { action } => pins::run(&flags.pins, action),

@@ -1,0 +1,252 @@
+//! The GPU runner matrix (`ci/matrix.yaml`) and the GitHub Actions workflow
+//! generated from it (`cargo xtask ci`).
+//!
+//! [`Matrix::parse`] turns the YAML into typed legs, checking every key, every
+//! arch against kiln's known archs and against what pins.toml builds, and
+//! refusing duplicates; each error names `file:line:column`. [`workflow`]
+//! writes the workflow text; [`workflow::drift`] compares it with the
+//! checked-in files. docs/runners.md is the operator's side of this.
+
+mod error;
+mod parse;
+pub mod workflow;
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+};
+
+pub use error::MatrixError;
+use kiln_pins::{HipArch, Sm};
+
+/// Where the matrix lives, relative to the repository root.
+pub const FILE: &str = "ci/matrix.yaml";
+
+/// The schema this crate reads (`schema:` in the file).
+pub const SCHEMA: i64 = 1;
+
+/// The digest that stands for "this image is not published yet". Legs whose
+/// image carries it must be `awaiting-runner`: their jobs fail in the
+/// preflight step, naming the matrix, instead of failing to pull.
+pub const PLACEHOLDER_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The whole matrix file.
+#[derive(Clone, Debug)]
+pub struct Matrix {
+    pub file: PathBuf,
+    pub build: Build,
+    pub actions: Actions,
+    pub tests: Tests,
+    pub legs: Vec<Leg>,
+}
+
+/// The CPU job that builds the dist folder and the test archive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Build {
+    /// A GitHub-hosted runner image, e.g. `ubuntu-24.04`.
+    pub runs_on: String,
+    /// The Rust toolchain, `x.y.z`.
+    pub rust: String,
+    /// The cargo-nextest version, `x.y.z`; the GPU jobs run the same binary.
+    pub nextest: String,
+    pub timeout_minutes: u32,
+}
+
+/// The actions the workflow uses, each pinned to a full commit SHA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Actions {
+    pub checkout: Action,
+    pub cache: Action,
+    pub upload_artifact: Action,
+    pub download_artifact: Action,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Action {
+    /// `owner/name`.
+    pub repo: String,
+    /// 40 lowercase hex digits.
+    pub sha: String,
+    /// The release that SHA is, for people reading the workflow (`v6.0.2`).
+    pub tag: String,
+}
+
+impl Action {
+    /// The `uses:` value.
+    pub fn uses(&self) -> String {
+        format!("{}@{}", self.repo, self.sha)
+    }
+}
+
+/// What every GPU job runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tests {
+    /// A nextest filterset (`-E`); `None` runs every test in the archive.
+    pub filter: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Backend {
+    Hip,
+    Cuda,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Hip => "hip",
+            Backend::Cuda => "cuda",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The GPU a leg tests on: an AMD ISA or an NVIDIA compute capability (SASS).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Arch {
+    Hip(HipArch),
+    Cuda(Sm),
+}
+
+impl Arch {
+    /// `gfx90a`, `sm_90`: the runner label, the job id's suffix and `KILN_TEST_ARCH`.
+    pub fn name(&self) -> String {
+        match self {
+            Arch::Hip(a) => a.as_str().to_string(),
+            Arch::Cuda(sm) => sm.sass(),
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            Arch::Hip(_) => Backend::Hip,
+            Arch::Cuda(_) => Backend::Cuda,
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// A container image pinned by digest: `name@sha256:<64 hex>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    pub name: String,
+    pub digest: String,
+}
+
+impl Image {
+    pub fn reference(&self) -> String {
+        format!("{}@sha256:{}", self.name, self.digest)
+    }
+
+    /// True while the image is not published yet (see [`PLACEHOLDER_DIGEST`]).
+    pub fn is_placeholder(&self) -> bool {
+        self.digest == PLACEHOLDER_DIGEST
+    }
+}
+
+/// Whether a leg's runners exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Runs on every push to main and every same-repository pull request.
+    Active,
+    /// No runner is registered yet: the job is generated but only runs when a
+    /// maintainer dispatches the workflow by hand (to bring a runner up), so
+    /// that pushes do not queue for a runner that does not exist.
+    AwaitingRunner,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::AwaitingRunner => "awaiting-runner",
+        }
+    }
+}
+
+/// One entry of `legs:`: one GPU arch, one job (times its partitions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leg {
+    pub arch: Arch,
+    pub status: Status,
+    /// Labels beyond the ones every leg gets (see [`Leg::runs_on`]).
+    pub labels: Vec<String>,
+    pub image: Image,
+    /// nextest `--partition count:K/N` with N = this.
+    pub partitions: u32,
+    pub timeout_minutes: u32,
+    /// Extra environment for the test container, in file order.
+    pub env: Vec<(String, String)>,
+    /// Where the leg starts in the matrix file.
+    pub line: usize,
+}
+
+/// Labels every GPU job asks for before its arch: a runner set up as
+/// docs/runners.md says carries `kiln-gpu`.
+pub const BASE_LABELS: &[&str] = &["self-hosted", "linux", "x64", "kiln-gpu"];
+
+impl Leg {
+    pub fn backend(&self) -> Backend {
+        self.arch.backend()
+    }
+
+    /// The job id in the workflow: `gpu-gfx90a`, `gpu-sm_90`.
+    pub fn job_id(&self) -> String {
+        format!("gpu-{}", self.arch.name())
+    }
+
+    /// `runs-on`: the base labels, the arch, then the leg's own labels.
+    pub fn runs_on(&self) -> Vec<String> {
+        let mut labels: Vec<String> = BASE_LABELS.iter().map(|s| s.to_string()).collect();
+        labels.push(self.arch.name());
+        labels.extend(self.labels.iter().cloned());
+        labels
+    }
+}
+
+impl Matrix {
+    /// Reads `path` and checks it against the pin file's targets.
+    pub fn load(path: &Path, pins: &kiln_pins::Pins) -> Result<Matrix, MatrixError> {
+        let text = std::fs::read_to_string(path).map_err(|e| MatrixError {
+            file: path.to_path_buf(),
+            line: 0,
+            column: 0,
+            message: format!("cannot read the runner matrix: {e}"),
+            help: Some(format!("kiln expects it at `{FILE}` in the repository root")),
+        })?;
+        Matrix::parse(path, &text, &pins.file, &pins.targets)
+    }
+
+    /// Parses matrix text. `path` and `pins_file` are only used in messages;
+    /// `targets` is what `cargo xtask dist` builds, which every leg must be in.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        pins_file: &Path,
+        targets: &kiln_pins::Targets,
+    ) -> Result<Matrix, MatrixError> {
+        parse::parse(path, text, pins_file, targets)
+    }
+
+    /// Targets that pins.toml builds and that no leg tests on a GPU.
+    pub fn untested_targets(&self, targets: &kiln_pins::Targets) -> Vec<String> {
+        let tested: Vec<String> = self.legs.iter().map(|l| l.arch.name()).collect();
+        targets
+            .hip
+            .iter()
+            .map(|a| a.as_str().to_string())
+            .chain(targets.cuda_sass.iter().map(|s| s.sass()))
+            .filter(|name| !tested.contains(name))
+            .collect()
+    }
+}
