@@ -34,6 +34,9 @@ pub enum Task {
     Verify(Verify),
     /// Run the test suite (nextest), after provisioning the toolchain the tests compile with.
     Test {
+        /// Skip building target/dist (tests that need it will fail and say so).
+        #[arg(long)]
+        no_dist: bool,
         /// Passed on to `cargo nextest run` (e.g. a filter, or `--profile ci`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

@@ -30,7 +30,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
     match flags.task {
         flags::Task::Dist(d) => dist::run(&flags.pins, d),
         flags::Task::Verify(v) => dist::verify(&flags.pins, v),
-        flags::Task::Test { args } => test::run(&flags.pins, args),
+        flags::Task::Test { no_dist, args } => test::run(&flags.pins, no_dist, args),
         flags::Task::Ci { check } => ci::run(&flags.pins, check),
         flags::Task::Toolchain => toolchain::run(&flags.pins),
         flags::Task::Doctor => doctor::run(&flags.pins),
