@@ -172,15 +172,9 @@ fn scalar(s: &str) -> String {
     let plain_chars = s.chars().all(|c| c.is_ascii_alphanumeric() || "_./@()-:,=+".contains(c));
     let lower = s.to_ascii_lowercase();
     let special_word = ["true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"].contains(&lower.as_str());
-    let number_like = s.parse::<f64>().is_ok() || s.chars().all(|c| c.is_ascii_digit() || c == '_');
-    if !s.is_empty()
-        && plain_chars
-        && !special_word
-        && !number_like
-        && !s.starts_with(['-', ':', '@'])
-        && !s.ends_with(':')
-        && !s.contains(": ")
-    {
+    // Starting with a letter rules out every number YAML knows (0x10, .inf, 1e3).
+    let starts_plain = s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '/');
+    if starts_plain && plain_chars && !special_word && !s.ends_with(':') && !s.contains(": ") {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "''"))
@@ -352,7 +346,7 @@ fn job_condition(leg: &Leg) -> Vec<&'static str> {
             "github.event_name == 'push'",
             "|| github.event_name == 'workflow_dispatch'",
             "|| (github.event_name == 'pull_request'",
-            "    && github.event.pull_request.head.repo.full_name == github.repository)",
+            "&& github.event.pull_request.head.repo.full_name == github.repository)",
         ],
         Status::AwaitingRunner => vec!["github.event_name == 'workflow_dispatch'"],
     }

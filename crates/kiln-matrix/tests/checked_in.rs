@@ -1,0 +1,72 @@
+//! The repository's own matrix, and the workflow checked in next to it.
+//! Like rust-analyzer's tidy tests: generate in memory, compare with the
+//! files, and say which command fixes a difference.
+
+use std::path::{Path, PathBuf};
+
+use kiln_matrix::{workflow, Matrix};
+use saphyr::{LoadableYamlNode, Yaml};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn repository_matrix() -> Matrix {
+    let root = root();
+    let pins = kiln_pins::Pins::load(&root.join("pins.toml")).unwrap_or_else(|e| panic!("{e}"));
+    Matrix::load(&root.join(kiln_matrix::FILE), &pins).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_checked_in_workflows_are_what_the_matrix_generates() {
+    let files = workflow::generate(&repository_matrix());
+    let drift = workflow::drift(&root(), &files).unwrap();
+    assert!(
+        drift.is_empty(),
+        "the checked-in workflows are stale:\n  {}\nrun `cargo xtask ci` and commit the result",
+        drift.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n  ")
+    );
+}
+
+#[test]
+fn the_repository_matrix_tests_every_pinned_amd_arch() {
+    let m = repository_matrix();
+    let root = root();
+    let pins = kiln_pins::Pins::load(&root.join("pins.toml")).unwrap();
+    for gfx in &pins.targets.hip {
+        assert!(
+            m.legs.iter().any(|l| l.arch.name() == gfx.as_str()),
+            "pins.toml builds {gfx} but ci/matrix.yaml has no leg for it"
+        );
+    }
+    assert!(m.legs.iter().any(|l| l.arch.name() == "sm_90"), "the H100 leg");
+}
+
+/// `bash -n` on every `run:` script: a syntax error would otherwise first
+/// show on a GPU runner.
+#[test]
+fn every_generated_script_is_valid_bash() {
+    let files = workflow::generate(&repository_matrix());
+    let wf = files.iter().find(|g| g.path.to_str() == Some(workflow::WORKFLOW)).unwrap();
+    let doc = Yaml::load_from_str(&wf.text).unwrap();
+    let jobs = doc[0]["jobs"].as_mapping().unwrap();
+    let mut checked = 0;
+    for (job, body) in jobs {
+        for step in body["steps"].as_sequence().unwrap() {
+            let Some(script) = step.as_mapping_get("run").and_then(|r| r.as_str()) else { continue };
+            let out = std::process::Command::new("bash")
+                .args(["-n", "-c", script])
+                .output()
+                .expect("bash runs");
+            assert!(
+                out.status.success(),
+                "job {} step {:?}: {}\n{script}",
+                job.as_str().unwrap(),
+                step["name"].as_str(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} scripts found");
+}
