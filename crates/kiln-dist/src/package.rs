@@ -27,6 +27,8 @@ pub struct CrateRecord {
 
 pub const CRATES_DIR: &str = "crates";
 pub const CRATES_JSON: &str = "crates.json";
+/// The generated workspace the `.crate` files were packaged from.
+pub const SOURCES_DIR: &str = "src";
 
 #[allow(clippy::too_many_arguments)]
 pub fn crates(
@@ -89,6 +91,9 @@ pub fn crates(
         say(format!("  {:<36} {:>9} bytes ({:.1} MB of artifacts)", info.name, p.size, info.raw_bytes as f64 / 1e6));
     }
     fs::write(dest.join(CRATES_JSON), serde_json::to_string_pretty(&records)? + "\n")?;
+    // The generated sources too: a `[patch]` by path needs them (docs/consuming.md).
+    fs::remove_dir_all(gen_root.join("target")).ok();
+    fs::rename(&gen_root, dest.join(SOURCES_DIR)).context("cannot keep the generated crate sources")?;
     Ok(records)
 }
 
