@@ -25,6 +25,15 @@ pub const FILE: &str = "ci/matrix.yaml";
 /// The schema this crate reads (`schema:` in the file).
 pub const SCHEMA: i64 = 1;
 
+/// Set in every GPU job's test container: the arch of the leg (`gfx90a`,
+/// `sm_90`; [`Arch::parse`] reads it). Tests that see it must fail, not skip,
+/// when there is no device of that arch: a runner with the wrong GPU, or none,
+/// is a broken leg, not a green one.
+pub const TEST_ARCH_ENV: &str = "KILN_TEST_ARCH";
+/// Set in every GPU job's test container: the absolute path of the dist folder
+/// the build job made (its manifest.json is at the top).
+pub const DIST_DIR_ENV: &str = "KILN_DIST_DIR";
+
 /// The digest that stands for "this image is not published yet". Legs whose
 /// image carries it must be `awaiting-runner`: their jobs fail in the
 /// preflight step, naming the matrix, instead of failing to pull.
@@ -114,6 +123,17 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// `gfx90a` or `sm_90`, if kiln knows it (as [`TEST_ARCH_ENV`] names it).
+    pub fn parse(s: &str) -> Result<Arch, String> {
+        if s.starts_with("gfx") {
+            HipArch::parse(s).map(Arch::Hip)
+        } else if s.starts_with("sm_") {
+            Sm::parse_prefixed(s, "sm_").map(Arch::Cuda)
+        } else {
+            Err(format!("`{s}` is neither an AMD arch (gfx...) nor an NVIDIA one (sm_XX)"))
+        }
+    }
+
     /// `gfx90a`, `sm_90`: the runner label, the job id's suffix and `KILN_TEST_ARCH`.
     pub fn name(&self) -> String {
         match self {

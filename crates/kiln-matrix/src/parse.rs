@@ -14,7 +14,19 @@ use crate::{
 type Node<'a> = MarkedYaml<'a>;
 
 /// Variables the generated job sets itself, or that the runner owns.
-const RESERVED_ENV: &[&str] = &["KILN_DIST_DIR", "KILN_TEST_ARCH", "KILN_IMAGE", "KILN_PARTITION", "HOME", "TMPDIR", "PATH"];
+const RESERVED_ENV: &[&str] = &[
+    crate::DIST_DIR_ENV,
+    crate::TEST_ARCH_ENV,
+    "KILN_IMAGE",
+    "KILN_PARTITION",
+    "KILN_CONTAINER",
+    "KILN_TEST_FILTER",
+    "KILN_RENDER_NODE",
+    "KILN_CUDA_DEVICE",
+    "HOME",
+    "TMPDIR",
+    "PATH",
+];
 const RESERVED_ENV_PREFIXES: &[&str] = &["GITHUB_", "RUNNER_", "ACTIONS_"];
 
 const MAX_PARTITIONS: u32 = 16;
@@ -448,15 +460,8 @@ fn env_fields<'y, 'a>(cx: &Cx, node: &'y Node<'a>) -> Result<Fields<'y, 'a>, Mat
     Ok(Fields { node, what: "`env`".into(), entries })
 }
 
-/// `gfx90a` or `sm_90`, if kiln knows it.
 fn parse_arch_name(s: &str) -> Option<Arch> {
-    if s.starts_with("gfx") {
-        HipArch::parse(s).ok().map(Arch::Hip)
-    } else if s.starts_with("sm_") {
-        Sm::parse_prefixed(s, "sm_").ok().map(Arch::Cuda)
-    } else {
-        None
-    }
+    Arch::parse(s).ok()
 }
 
 fn arch(cx: &Cx, node: &Node, pins_file: &Path, targets: &Targets) -> Result<Arch, MatrixError> {

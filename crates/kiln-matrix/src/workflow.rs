@@ -384,7 +384,7 @@ fn gpu_job(o: &mut Out, m: &Matrix, leg: &Leg) {
         o.line(3, "# A placeholder digest: the image is not published yet (docs/runners.md).");
     }
     o.line(3, &format!("KILN_IMAGE: {}", scalar(&leg.image.reference())));
-    o.line(3, &format!("KILN_TEST_ARCH: {}", scalar(&arch)));
+    o.line(3, &format!("{}: {}", crate::TEST_ARCH_ENV, scalar(&arch)));
     o.line(3, &format!("KILN_PARTITION: count:${{{{ matrix.partition }}}}/{n}"));
     o.line(
         3,
@@ -513,7 +513,7 @@ fn run_tests(m: &Matrix, leg: &Leg) -> String {
     s.push_str(&format!("  --volume \"$out:{CONTAINER_OUT}\" \\\n"));
     s.push_str("  --workdir \"$src\" \\\n");
     s.push_str(&format!("  --env HOME={CONTAINER_OUT}/home --env TMPDIR={CONTAINER_OUT}/tmp \\\n"));
-    s.push_str(&format!("  --env KILN_DIST_DIR={CONTAINER_DIST} --env KILN_TEST_ARCH \\\n"));
+    s.push_str(&format!("  --env {}={CONTAINER_DIST} --env {} \\\n", crate::DIST_DIR_ENV, crate::TEST_ARCH_ENV));
     for (k, _) in &leg.env {
         s.push_str(&format!("  --env {k} \\\n"));
     }

@@ -83,7 +83,7 @@ fn the_build_job_runs_dist_and_uploads_dist_and_archive() {
     let (_, wf) = generated(&good());
     assert_eq!(str_of(&wf, &["jobs", "build", "runs-on"]), "ubuntu-24.04");
     assert_eq!(str_of(&wf, &["jobs", "build", "env", "KILN_RUST"]), "1.95.0");
-    assert_eq!(str_of(&step(&wf, "build", "Build the dist folder"), &["run"]), "cargo xtask dist --locked");
+    assert_eq!(str_of(step(&wf, "build", "Build the dist folder"), &["run"]), "cargo xtask dist --locked");
     let archive = str_of(step(&wf, "build", "Build the test archive"), &["run"]);
     assert!(archive.contains("cargo nextest archive --workspace --locked --archive-file target/kiln-tests/kiln-tests.tar.zst"));
     assert!(archive.contains("> target/kiln-tests/workspace"), "{archive}");
