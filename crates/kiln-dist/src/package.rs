@@ -43,6 +43,16 @@ pub fn crates(
     say: &(dyn Fn(String) + Sync),
 ) -> Result<Vec<CrateRecord>> {
     let root = &runner.sysroot().root;
+    let template = repo.join("crates/kiln-package/template");
+    let kiln_manifest = repo.join("crates/kiln-manifest");
+    let key = cache_key(runner, pins, manifest, &[&template, &kiln_manifest], &source.path(crate::collect::FFI_DECLARATIONS))?;
+    let cached = cache.objects().join("packages").join(&key);
+    if cached.join(CRATES_JSON).is_file() {
+        copy_tree(&cached, &staged.join(CRATES_DIR))?;
+        let records: Vec<CrateRecord> = serde_json::from_str(&fs::read_to_string(cached.join(CRATES_JSON))?)?;
+        say(format!("packaged crates from cache ({} crates)", records.len()));
+        return Ok(records);
+    }
     let work = cache.scratch("crates")?;
     let _cleanup = RemoveOnDrop(work.clone());
     let gen_root = work.join("ws");
@@ -61,8 +71,8 @@ pub fn crates(
         cudart_static: &root.join("usr/lib/x86_64-linux-gnu/libcudart_static.a"),
         nvidia_license: &root.join("usr/share/doc/nvidia-cuda-dev/copyright"),
         apache_license: &root.join("usr/share/common-licenses/Apache-2.0"),
-        template: &repo.join("crates/kiln-package/template"),
-        kiln_manifest: &repo.join("crates/kiln-manifest"),
+        template: &template,
+        kiln_manifest: &kiln_manifest,
         kiln_version,
         repository: "https://github.com/kiln-gpu/kiln",
         archive: &archive,
@@ -94,7 +104,62 @@ pub fn crates(
     // The generated sources too: a `[patch]` by path needs them (docs/consuming.md).
     fs::remove_dir_all(gen_root.join("target")).ok();
     fs::rename(&gen_root, dest.join(SOURCES_DIR)).context("cannot keep the generated crate sources")?;
+    // Cache the result whole (a rename of a finished folder), keyed by every input.
+    let tmp = cache.scratch("packages")?;
+    copy_tree(&dest, &tmp)?;
+    kiln_toolchain::cache::publish_dir(&tmp, &cached)?;
     Ok(records)
+}
+
+/// Everything the packaged crates are made from: the manifest (which names
+/// every artifact's sha256), the template and kiln-manifest sources, candle's
+/// `ffi.rs`, the toolchain (static cudart, licence texts), the crate pins.
+fn cache_key(runner: &Runner, pins: &Pins, manifest: &Manifest, trees: &[&Path], ffi: &Path) -> Result<String> {
+    let mut text = format!(
+        "kiln-package v1\nkiln {}\nzstd {}\ntoolchain {}\ncrate {} {}\nffi {}\n",
+        env!("CARGO_PKG_VERSION"),
+        kiln_package::compress::LEVEL,
+        runner.sysroot().identity,
+        pins.artifact_crate.name,
+        pins.crate_version(),
+        fetch::sha256_file(ffi)?
+    );
+    text.push_str(&manifest.to_json());
+    for tree in trees {
+        let mut files = Vec::new();
+        list_files(tree, &mut files)?;
+        files.sort();
+        for f in files {
+            text.push_str(&format!("{} {}\n", f.strip_prefix(tree).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
+        }
+    }
+    Ok(fetch::sha256_bytes(text.as_bytes()))
+}
+
+fn list_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            list_files(&e.path(), out)?;
+        } else {
+            out.push(e.path());
+        }
+    }
+    Ok(())
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to)?;
+    for e in fs::read_dir(from)? {
+        let e = e?;
+        let dest = to.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_tree(&e.path(), &dest)?;
+        } else {
+            fs::copy(e.path(), &dest).with_context(|| format!("cannot copy {}", e.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 struct RemoveOnDrop(std::path::PathBuf);
