@@ -263,16 +263,6 @@ fn build_job(o: &mut Out, m: &Matrix) {
     o.uses(3, "Check out", &a.checkout);
     o.line(4, "with:");
     o.line(5, "persist-credentials: false");
-    o.line(3, "- name: Let kiln's compiler sandbox run");
-    o.block(
-        4,
-        "run",
-        "sudo apt-get update\n\
-         sudo apt-get install --yes --no-install-recommends bubblewrap\n\
-         # Ubuntu 24.04's AppArmor refuses unprivileged user namespaces, which\n\
-         # bubblewrap needs to give the compilers their pinned sysroot as /.\n\
-         sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
-    );
     o.line(3, "- name: Install Rust");
     o.block(4, "run", "rustup toolchain install \"$KILN_RUST\" --profile minimal\nrustup default \"$KILN_RUST\"");
     o.uses(3, "Restore cargo-nextest", &a.cache);
@@ -283,6 +273,17 @@ fn build_job(o: &mut Out, m: &Matrix) {
     o.line(3, "- name: Install cargo-nextest");
     o.line(4, "if: steps.nextest.outputs.cache-hit != 'true'");
     o.line(4, "run: cargo install --locked cargo-nextest --version \"=$KILN_NEXTEST\"");
+    // The project's own setup (what `bash .ci/run` does first), so the list
+    // of system packages lives in one place; it keeps the pinned nextest.
+    o.line(3, "- name: Install kiln's system packages");
+    o.block(
+        4,
+        "run",
+        "bash .ci/setup\n\
+         # Ubuntu 24.04's AppArmor refuses unprivileged user namespaces, which\n\
+         # bubblewrap needs to give the compilers their pinned sysroot as /.\n\
+         sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
+    );
     // Downloads are checked against pins.toml's sha256s and compiled objects
     // against artifacts.lock (`--locked`), so a restored cache can make the
     // job faster but never change what it publishes. The unpacked toolchain

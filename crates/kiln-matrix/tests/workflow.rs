@@ -83,6 +83,12 @@ fn the_build_job_runs_dist_and_uploads_dist_and_archive() {
     let (_, wf) = generated(&good());
     assert_eq!(str_of(&wf, &["jobs", "build", "runs-on"]), "ubuntu-24.04");
     assert_eq!(str_of(&wf, &["jobs", "build", "env", "KILN_RUST"]), "1.95.0");
+    assert!(str_of(step(&wf, "build", "Install kiln's system packages"), &["run"]).starts_with("bash .ci/setup\n"));
+    let names: Vec<&str> =
+        steps(&wf, "build").iter().map(|s| s.as_mapping_get("name").unwrap().as_str().unwrap()).collect();
+    let at = |n: &str| names.iter().position(|x| *x == n).unwrap_or_else(|| panic!("no step {n}: {names:?}"));
+    assert!(at("Install cargo-nextest") < at("Install kiln's system packages"), "so that .ci/setup keeps the pinned nextest");
+    assert!(at("Install kiln's system packages") < at("Build the dist folder"));
     assert_eq!(str_of(step(&wf, "build", "Build the dist folder"), &["run"]), "cargo xtask dist --locked");
     let archive = str_of(step(&wf, "build", "Build the test archive"), &["run"]);
     assert!(archive.contains("cargo nextest archive --workspace --locked --archive-file target/kiln-tests/kiln-tests.tar.zst"));
