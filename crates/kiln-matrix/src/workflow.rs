@@ -229,10 +229,12 @@ fn workflow(m: &Matrix) -> String {
     o.line(0, "permissions:");
     o.line(1, "contents: read");
     o.line(0, "");
-    // One run per PR (a new push cancels the old one) and one per ref
-    // otherwise; pushes to main queue instead, so each commit gets a result.
+    // A PR's new push cancels its previous run. Anything else is grouped by
+    // commit, so nothing on main is cancelled or dropped: GitHub keeps one
+    // pending run per group and cancels older pending ones, so a per-branch
+    // group would skip commits on main whenever pushes came faster than runs.
     o.line(0, "concurrency:");
-    o.line(1, "group: ${{ github.workflow }}-${{ github.event.pull_request.number || github.ref }}");
+    o.line(1, "group: ${{ github.workflow }}-${{ github.event.pull_request.number || github.sha }}");
     o.line(1, "cancel-in-progress: ${{ github.event_name == 'pull_request' }}");
     o.line(0, "");
     o.line(0, "defaults:");

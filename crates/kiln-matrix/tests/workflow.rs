@@ -56,7 +56,7 @@ fn triggers_permissions_and_concurrency() {
     assert_eq!(perms.len(), 1);
     assert_eq!(str_of(&wf, &["permissions", "contents"]), "read");
     assert!(!text.contains(": write"), "no job widens the token");
-    assert!(str_of(&wf, &["concurrency", "group"]).contains("github.event.pull_request.number || github.ref"));
+    assert!(str_of(&wf, &["concurrency", "group"]).contains("github.event.pull_request.number || github.sha"));
     assert_eq!(str_of(&wf, &["concurrency", "cancel-in-progress"]), "${{ github.event_name == 'pull_request' }}");
 }
 
