@@ -17,6 +17,8 @@
 #include <hip/hip_version.h>
 #include <stdint.h>
 
+#include "kiln_hip_warp.h"
+
 // Every definition here was checked against these headers; a different HIP may
 // already provide some of them (HIP 5.7 added atomicMax/Min(long long*) and
 // __hmax_nan, which broke the ROCm 5.2 probe shims) or lack others.
@@ -82,48 +84,32 @@ template <typename T> KILN_DEV T permute(T v, unsigned src) {
   return r;
 }
 
-// Source-lane rules of PTX shfl.sync, in virtual-lane numbers, for the
-// `width` CUDA allows (a power of two, 1..32): the warp splits into segments of
-// `width` lanes; idx wraps inside the caller's segment; up/down that leave the
-// segment and xor that lands past its end return the caller's own value.
-KILN_DEV unsigned seg_start(unsigned vl, int width) { return vl & ~unsigned(width - 1); }
-KILN_DEV unsigned seg_end(unsigned vl, int width) { return seg_start(vl, width) + unsigned(width - 1); }
-
 } // namespace kiln_hip
 
 // `mask` is not used: AMD has no independent thread scheduling, so there is no
 // partial-warp reconvergence to request. candle always passes 0xffffffff with
 // every lane of the virtual warp active; a shuffle that reads an inactive lane is
-// undefined in CUDA too.
+// undefined in CUDA too. The lane rules are PTX's (kiln_hip_warp.h), applied to
+// the lane within the virtual warp.
 template <typename T>
 KILN_DEV T __shfl_sync(unsigned long long mask, T var, int srcLane, int width = kiln_hip::cuda_warp_size) {
   (void)mask;
-  const unsigned vl = kiln_hip::vlane();
-  const unsigned j = kiln_hip::seg_start(vl, width) | (unsigned(srcLane) & unsigned(width - 1));
-  return kiln_hip::permute(var, kiln_hip::vwarp_base() + j);
+  return kiln_hip::permute(var, kiln_hip::vwarp_base() + kiln_warp::src_idx(kiln_hip::vlane(), srcLane, width));
 }
 template <typename T>
 KILN_DEV T __shfl_up_sync(unsigned long long mask, T var, unsigned int delta, int width = kiln_hip::cuda_warp_size) {
   (void)mask;
-  const unsigned vl = kiln_hip::vlane();
-  const unsigned j = (vl - kiln_hip::seg_start(vl, width) >= delta) ? vl - delta : vl;
-  return kiln_hip::permute(var, kiln_hip::vwarp_base() + j);
+  return kiln_hip::permute(var, kiln_hip::vwarp_base() + kiln_warp::src_up(kiln_hip::vlane(), delta, width));
 }
 template <typename T>
 KILN_DEV T __shfl_down_sync(unsigned long long mask, T var, unsigned int delta, int width = kiln_hip::cuda_warp_size) {
   (void)mask;
-  const unsigned vl = kiln_hip::vlane();
-  const unsigned j = (kiln_hip::seg_end(vl, width) - vl >= delta) ? vl + delta : vl;
-  return kiln_hip::permute(var, kiln_hip::vwarp_base() + j);
+  return kiln_hip::permute(var, kiln_hip::vwarp_base() + kiln_warp::src_down(kiln_hip::vlane(), delta, width));
 }
 template <typename T>
 KILN_DEV T __shfl_xor_sync(unsigned long long mask, T var, int laneMask, int width = kiln_hip::cuda_warp_size) {
   (void)mask;
-  const unsigned vl = kiln_hip::vlane();
-  const unsigned x = vl ^ unsigned(laneMask);
-  // Earlier segments may be read (PTX: only j > maxLane falls back to own value).
-  const unsigned j = (x <= kiln_hip::seg_end(vl, width)) ? x : vl;
-  return kiln_hip::permute(var, kiln_hip::vwarp_base() + j);
+  return kiln_hip::permute(var, kiln_hip::vwarp_base() + kiln_warp::src_xor(kiln_hip::vlane(), laneMask, width));
 }
 
 // A wave executes in lockstep, so no execution barrier is needed; the fences keep

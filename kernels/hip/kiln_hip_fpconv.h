@@ -22,6 +22,22 @@ typedef unsigned long long u64;
 KILN_FPCONV u32 f32_bits(float f) { u32 u; __builtin_memcpy(&u, &f, 4); return u; }
 KILN_FPCONV float f32_from_bits(u32 u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
 KILN_FPCONV u64 f64_bits(double d) { u64 u; __builtin_memcpy(&u, &d, 8); return u; }
+// nvcc's device code has no __builtin_clz*; test/cuda_device_check.cu runs this
+// header there too.
+KILN_FPCONV int clz32(u32 x) {
+#if defined(__NVCC__) && defined(__CUDA_ARCH__)
+  return __clz(int(x));
+#else
+  return __builtin_clz(x);
+#endif
+}
+KILN_FPCONV int clz64(u64 x) {
+#if defined(__NVCC__) && defined(__CUDA_ARCH__)
+  return __clzll((long long)x);
+#else
+  return __builtin_clzll(x);
+#endif
+}
 
 // ---------------------------------------------------------------- bfloat16
 KILN_FPCONV float bf16_to_f32(u16 b) { return f32_from_bits(u32(b) << 16); }
@@ -54,7 +70,7 @@ KILN_FPCONV float f32_round_odd(double x) {
 }
 KILN_FPCONV float f32_round_odd(u64 m) {
   if (m == 0) return 0.0f;
-  const int bits = 64 - __builtin_clzll(m);
+  const int bits = 64 - clz64(m);
   if (bits > 24) {
     const int cut = bits - 24;
     const u64 kept = (m >> cut) << cut;
@@ -150,7 +166,7 @@ KILN_FPCONV u16 fp8_to_f16_bits(u8 x, fp8_kind kind) {
   const u32 e = (x >> 3) & 0xfu, m = x & 7u;
   if (e) return u16(s | ((e + 8u) << 10) | (m << 7));
   if (!m) return s;
-  const u32 p = 31u - u32(__builtin_clz(m));  // leading bit of a subnormal: 0..2
+  const u32 p = 31u - u32(clz32(m));  // leading bit of a subnormal: 0..2
   return u16(s | ((p + 6u) << 10) | ((m << (10u - p)) & 0x3ffu));
 }
 
@@ -159,7 +175,7 @@ KILN_FPCONV float f16_bits_to_f32(u16 h) {
   if (e == 0x1fu) return f32_from_bits(s | 0x7f800000u | (m << 13));
   if (e) return f32_from_bits(s | ((e + 112u) << 23) | (m << 13));
   if (!m) return f32_from_bits(s);
-  const u32 p = 31u - u32(__builtin_clz(m));  // 0..9
+  const u32 p = 31u - u32(clz32(m));  // 0..9
   return f32_from_bits(s | ((p + 103u) << 23) | ((m << (23u - p)) & 0x7fffffu));
 }
 
