@@ -110,6 +110,7 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
     let pins = inp.pins;
     let main_name = pins.artifact_crate.name.clone();
     let version = pins.crate_version();
+    let exact = exact_req(&version);
     let read_t = |rel: &str| fs::read_to_string(inp.template.join(rel)).with_context(|| format!("template file {rel} is missing"));
     let apache = fs::read_to_string(inp.apache_license).with_context(|| format!("cannot read {}", inp.apache_license.display()))?;
     let mit = read_t("LICENSE-MIT")?;
@@ -140,7 +141,7 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
     crates.push(Crate { name: "kiln-manifest".into(), dir: km, raw_bytes: 0, payload_bytes: 0 });
 
     let plan = parts::tables(inp.manifest);
-    let link_parts = split_staticlib(inp, out, &main_name, &version)?;
+    let link_parts = split_staticlib(inp, out, &main_name, &version, &licenses)?;
     let cudart = cudart_part(inp, out, &main_name, &version, &licenses)?;
 
     let common = |name: &str| {
@@ -153,11 +154,15 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
         v.insert("KILN_VERSION", inp.kiln_version.to_string());
         v.insert("CANDLE_VERSION", pins.candle.version.clone());
         v.insert("TARGETS", targets.clone());
+        v.insert("EXACT", exact.clone());
+        v.insert("UPSTREAM", pins.candle.crate_name.clone());
+        v.insert("UPSTREAM_LIB", lib_name(&pins.candle.crate_name));
         v
     };
 
     let mut main_deps = String::new();
     let mut features = String::new();
+    let mut shim_features = String::new();
     let mut defaults = Vec::new();
     let mut part_pushes = String::new();
     for part in plan.iter().filter(|p| p.role != Role::Main) {
@@ -166,14 +171,15 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
         let dir = out.join("parts").join(&part.suffix);
         let (raw, z) = write_table_part(inp, &dir, part, &common(&name), &licenses)?;
         crates.push(Crate { name: name.clone(), dir, raw_bytes: raw, payload_bytes: z });
-        let _ = writeln!(main_deps, "{name} = {{ version = \"={version}\", path = \"../parts/{}\", optional = true }}", part.suffix);
+        let _ = writeln!(main_deps, "{name} = {{ version = \"{exact}\", path = \"../parts/{}\", optional = true }}", part.suffix);
         let _ = writeln!(features, "{feature} = [\"dep:{name}\"]");
+        let _ = writeln!(shim_features, "{feature} = [\"{main_name}/{feature}\"]");
         defaults.push(format!("\"{feature}\""));
         let _ = writeln!(part_pushes, "    #[cfg(feature = \"{feature}\")]\n    v.push({}::FILES);", lib_name(&name));
     }
     let mut extern_crates = String::new();
     for (suffix, name) in &link_parts {
-        let _ = writeln!(main_deps, "{name} = {{ version = \"={version}\", path = \"../parts/{suffix}\" }}");
+        let _ = writeln!(main_deps, "{name} = {{ version = \"{exact}\", path = \"../parts/{suffix}\" }}");
         // Not referenced from Rust: without `extern crate` rustc would not link it.
         let _ = writeln!(extern_crates, "extern crate {} as _;", lib_name(name));
     }
@@ -215,7 +221,18 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
     licenses(&main)?;
     crates.push(Crate { name: main_name.clone(), dir: main, raw_bytes: raw_total, payload_bytes: z_total });
 
-    let mut members: Vec<String> = vec!["\"kiln-manifest\"".into(), "\"main\"".into()];
+    // The drop-in under upstream's name (see template/shim/src/lib.rs.in for why).
+    let shim = out.join("shim");
+    let mut vars = common(&main_name);
+    vars.insert("FEATURES", shim_features);
+    vars.insert("DEFAULT_FEATURES", defaults.join(", "));
+    write(&shim.join("Cargo.toml"), fill(&read_t("shim/Cargo.toml.in")?, &vars)?)?;
+    write(&shim.join("README.md"), fill(&read_t("shim/README.md.in")?, &vars)?)?;
+    write(&shim.join("src/lib.rs"), fill(&read_t("shim/src/lib.rs.in")?, &vars)?)?;
+    licenses(&shim)?;
+    crates.push(Crate { name: pins.candle.crate_name.clone(), dir: shim, raw_bytes: 0, payload_bytes: 0 });
+
+    let mut members: Vec<String> = vec!["\"kiln-manifest\"".into(), "\"main\"".into(), "\"shim\"".into()];
     members.push("\"parts/*\"".into());
     write(
         &out.join("Cargo.toml"),
@@ -232,6 +249,14 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
         }
     }
     Ok(crates)
+}
+
+/// `=0.11.1` for version `0.11.1+kiln.1`: cargo ignores build metadata in a
+/// requirement (and warns that it does), so the requirement says only what
+/// it means. crates.io (like kiln's test registry) refuses two versions that
+/// differ only in metadata, so `=` still names exactly one crate there.
+fn exact_req(version: &str) -> String {
+    format!("={}", version.split_once('+').map_or(version, |(v, _)| v))
 }
 
 fn generated_rs(pins: &Pins, main: &Part, part_pushes: &str, extern_crates: &str) -> String {
@@ -298,7 +323,7 @@ fn write_table_part(
 
 /// Splits the static library by object into crates of at most the budget.
 /// Returns (suffix, crate name) per part, in link order.
-fn split_staticlib(inp: &Inputs, out: &Path, main: &str, version: &str) -> Result<Vec<(String, String)>> {
+fn split_staticlib(inp: &Inputs, out: &Path, main: &str, version: &str, licenses: &dyn Fn(&Path) -> Result<()>) -> Result<Vec<(String, String)>> {
     let Some(lib) = inp.manifest.artifacts.iter().find(|a| a.kind == Kind::Staticlib) else {
         bail!("the manifest has no static library: the drop-in's `ffi` module needs one");
     };
@@ -338,6 +363,8 @@ fn split_staticlib(inp: &Inputs, out: &Path, main: &str, version: &str) -> Resul
             &["stdc++"],
             Some(&format!("{main}-cudart")),
         )?;
+        // These pieces are candle's kernels, compiled: they carry its licence texts.
+        licenses(&dir)?;
         result.push((suffix, name));
     }
     fs::remove_dir_all(&scratch).ok();
@@ -392,11 +419,18 @@ fn write_link_part(
         ),
     )?;
     write(&dir.join("build.rs"), fs::read_to_string(inp.template.join("link/build.rs"))?)?;
-    write(&dir.join("src/lib.rs"), format!("//! {description}\n//! Linked by its build script; no Rust items. Generated by kiln.\n#![no_std]\n"))?;
+    // rustc links only the crates a crate names: without the `extern crate`,
+    // the dependency's static library (the CUDA runtime this one calls)
+    // would be left out of the link.
+    let link_dep = depends_on.map_or(String::new(), |d| format!("\nextern crate {} as _;\n", lib_name(d)));
+    write(
+        &dir.join("src/lib.rs"),
+        format!("//! {description}\n//! Linked by its build script; no Rust items. Generated by kiln.\n#![no_std]\n{link_dep}"),
+    )?;
     let mut deps = String::from("\n[build-dependencies]\nruzstd = { version = \"0.9\", default-features = false, features = [\"std\"] }\nsha2 = \"0.10\"\n");
     if let Some(dep) = depends_on {
         let suffix = dep.rsplit_once('-').map_or(dep, |(_, s)| s);
-        deps.push_str(&format!("\n[dependencies]\n{dep} = {{ version = \"={version}\", path = \"../{suffix}\" }}\n"));
+        deps.push_str(&format!("\n[dependencies]\n{dep} = {{ version = \"{}\", path = \"../{suffix}\" }}\n", exact_req(version)));
     }
     let mut vars = BTreeMap::new();
     vars.insert("NAME", name.to_string());
