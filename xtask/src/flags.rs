@@ -56,6 +56,48 @@ pub enum Task {
         #[command(subcommand)]
         action: PinsAction,
     },
+    /// Publish the packaged crates (target/dist/crates) to a cargo registry: a dry run unless --execute.
+    #[command(long_about = "Publish the packaged crates (target/dist/crates) to a cargo registry.\n\n\
+        Uploads the exact .crate files `cargo xtask dist` packaged (each checked against the sha256 in \
+        crates.json) in dependency order through the registry's web API, as `cargo publish` would. \
+        The registry is looked up as cargo does: CARGO_REGISTRIES_<NAME>_INDEX, or [registries.NAME] \
+        in .cargo/config.toml; sparse indexes only. The token: CARGO_REGISTRIES_<NAME>_TOKEN (crates-io: \
+        CARGO_REGISTRY_TOKEN) or `cargo login --registry NAME`. Without --execute it prints what would be \
+        uploaded and checks it (size limit, description, licence texts), uploading nothing. Versions \
+        already in the registry with the same sha256 are skipped. docs/consuming.md.")]
+    Publish(Publish),
+    /// Serve a sparse cargo registry on loopback (to try publishing and consuming locally).
+    Registry {
+        #[command(subcommand)]
+        action: RegistryAction,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Publish {
+    /// The registry, as in `cargo publish --registry NAME` (`crates-io` for crates.io).
+    #[arg(long, value_name = "NAME")]
+    pub registry: String,
+    /// Upload. Without it, a dry run: the plan is printed and checked, nothing is sent.
+    #[arg(long)]
+    pub execute: bool,
+    /// The dist folder whose crates/ to publish.
+    #[arg(long, default_value = "target/dist", value_name = "DIR")]
+    pub dist: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RegistryAction {
+    /// Serve DIR as a sparse registry on 127.0.0.1 until interrupted; uploads are stored in DIR.
+    Serve {
+        #[arg(long, default_value = "target/registry", value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 8787)]
+        port: u16,
+        /// Accept uploads only with this token.
+        #[arg(long)]
+        token: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -6,6 +6,7 @@ mod dist;
 mod doctor;
 mod flags;
 mod pins;
+mod publish;
 mod test;
 mod toolchain;
 
@@ -35,6 +36,8 @@ fn run(flags: flags::Xtask) -> Result<()> {
         flags::Task::Toolchain => toolchain::run(&flags.pins),
         flags::Task::Doctor => doctor::run(&flags.pins),
         flags::Task::Pins { action } => pins::run(&flags.pins, action),
+        flags::Task::Publish(p) => publish::run(p),
+        flags::Task::Registry { action } => publish::registry(action),
     }
 }
 

@@ -1,0 +1,157 @@
+//! The packaged crates as `cargo xtask dist` left them: `crates/crates.json`
+//! and the `.crate` files it names, read whole and checked against it.
+
+use std::{
+    fs,
+    io::Read,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// `crates.json`, relative to the dist folder.
+pub const CRATES_JSON: &str = "crates/crates.json";
+
+/// One entry of `crates.json` (written by kiln-dist; extra fields ignored).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Record {
+    pub name: String,
+    pub version: String,
+    /// Relative to the dist folder.
+    pub file: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// A `.crate` file, verified against its record, with what cargo put in it.
+#[derive(Clone, Debug)]
+pub struct Packaged {
+    pub record: Record,
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+    /// The normalized `Cargo.toml` cargo wrote into the package: what a
+    /// registry and every consumer see, so the upload metadata comes from it.
+    pub manifest: toml::Table,
+    /// Paths inside the package, relative to its `<name>-<version>/` folder.
+    pub files: Vec<String>,
+    /// The README's text, when the manifest names one.
+    pub readme: Option<String>,
+}
+
+impl Packaged {
+    pub fn name(&self) -> &str {
+        &self.record.name
+    }
+    pub fn version(&self) -> &str {
+        &self.record.version
+    }
+    pub fn package(&self) -> &toml::Table {
+        static EMPTY: std::sync::OnceLock<toml::Table> = std::sync::OnceLock::new();
+        self.manifest.get("package").and_then(|p| p.as_table()).unwrap_or_else(|| EMPTY.get_or_init(toml::Table::new))
+    }
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads `crates.json` under `dist` and every crate it lists. A file whose
+/// size or sha256 differs from its record is refused (all of them named):
+/// what was packaged is what gets published, or nothing.
+pub fn load(dist: &Path) -> Result<Vec<Packaged>> {
+    let json_path = dist.join(CRATES_JSON);
+    let text = match fs::read_to_string(&json_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{} does not exist: run `cargo xtask dist` first (it packages the crates)", json_path.display())
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", json_path.display())),
+    };
+    let records: Vec<Record> = serde_json::from_str(&text).with_context(|| format!("{} is not a list of crate records", json_path.display()))?;
+    if records.is_empty() {
+        bail!("{} lists no crates", json_path.display());
+    }
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    for record in records {
+        let path = dist.join(&record.file);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                problems.push(format!("{}: cannot read it ({e})", path.display()));
+                continue;
+            }
+        };
+        let sha = sha256_hex(&bytes);
+        if sha != record.sha256 {
+            problems.push(format!(
+                "{}: sha256 is {sha}, but crates.json records {}: the file changed after `cargo xtask dist` packaged it",
+                path.display(),
+                record.sha256
+            ));
+            continue;
+        }
+        if bytes.len() as u64 != record.size {
+            problems.push(format!("{}: {} bytes, but crates.json records {}", path.display(), bytes.len(), record.size));
+            continue;
+        }
+        match read_package(&record, &bytes) {
+            Ok((manifest, files, readme)) => out.push(Packaged { record, path, bytes, manifest, files, readme }),
+            Err(e) => problems.push(format!("{}: {e:#}", path.display())),
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "refusing to publish: {} of the packaged crates {} not what crates.json describes:\n  {}\nrerun `cargo xtask dist` to package them again",
+            problems.len(),
+            if problems.len() == 1 { "is" } else { "are" },
+            problems.join("\n  ")
+        );
+    }
+    Ok(out)
+}
+
+type Contents = (toml::Table, Vec<String>, Option<String>);
+
+/// The normalized manifest, the file list and the README of a `.crate`
+/// (a gzipped tar whose every path starts with `<name>-<version>/`).
+pub fn read_package(record: &Record, bytes: &[u8]) -> Result<Contents> {
+    let prefix = format!("{}-{}/", record.name, record.version);
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let mut files = Vec::new();
+    let mut texts = std::collections::BTreeMap::new();
+    for entry in archive.entries().context("not a gzipped tar archive")? {
+        let mut entry = entry.context("damaged tar archive")?;
+        let path = entry.path()?.to_string_lossy().into_owned();
+        let Some(rel) = path.strip_prefix(&prefix) else {
+            bail!("{path} is outside the package folder {prefix}");
+        };
+        let rel = rel.to_string();
+        // Only small text files are kept: the manifest and a README.
+        let file_name = rel.rsplit('/').next().unwrap_or_default().to_ascii_lowercase();
+        if rel == "Cargo.toml" || (file_name.starts_with("readme") && entry.size() < 1 << 20) {
+            let mut s = String::new();
+            entry.read_to_string(&mut s).with_context(|| format!("{path} is not UTF-8"))?;
+            texts.insert(rel.clone(), s);
+        }
+        files.push(rel);
+    }
+    let Some(toml_text) = texts.get("Cargo.toml") else {
+        bail!("no {prefix}Cargo.toml in the package");
+    };
+    let manifest: toml::Table = toml_text.parse().context("its Cargo.toml does not parse")?;
+    let package = manifest.get("package").and_then(|p| p.as_table()).context("its Cargo.toml has no [package]")?;
+    let name = package.get("name").and_then(|v| v.as_str()).unwrap_or_default();
+    let version = package.get("version").and_then(|v| v.as_str()).unwrap_or_default();
+    if name != record.name || version != record.version {
+        bail!("its Cargo.toml is for {name} {version}, but crates.json records {} {}", record.name, record.version);
+    }
+    let readme = match package.get("readme").and_then(|v| v.as_str()) {
+        Some(r) => Some(texts.get(r).cloned().with_context(|| format!("its Cargo.toml names readme {r}, which is not in the package"))?),
+        None => None,
+    };
+    files.sort();
+    Ok((manifest, files, readme))
+}

@@ -1,0 +1,283 @@
+//! Which registry a name means, and what it already holds: cargo's own
+//! configuration (`CARGO_REGISTRIES_<NAME>_INDEX`, `[registries.NAME]` in
+//! `.cargo/config.toml` from the working directory up, then in
+//! `$CARGO_HOME`), its `config.json`, and its sparse index.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::http;
+
+/// Where cargo's configuration is looked up; the real process environment
+/// in the CLI, a given one in tests.
+pub struct Lookup {
+    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+}
+
+impl Lookup {
+    pub fn from_process() -> Result<Lookup> {
+        Ok(Lookup { env: std::env::vars().collect(), cwd: std::env::current_dir()? })
+    }
+
+    fn cargo_home(&self) -> Option<PathBuf> {
+        self.env.get("CARGO_HOME").map(PathBuf::from).or_else(|| self.env.get("HOME").map(|h| Path::new(h).join(".cargo")))
+    }
+
+    /// Cargo's config files, most specific first.
+    fn config_files(&self) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        let mut dirs: Vec<PathBuf> = self.cwd.ancestors().map(|d| d.join(".cargo")).collect();
+        if let Some(home) = self.cargo_home() {
+            dirs.push(home);
+        }
+        for dir in dirs {
+            for name in ["config.toml", "config"] {
+                let f = dir.join(name);
+                if f.is_file() && !files.contains(&f) {
+                    files.push(f);
+                    break;
+                }
+            }
+        }
+        files
+    }
+}
+
+/// `CARGO_REGISTRIES_<NAME>_<KEY>` for a registry name.
+pub fn env_key(name: &str, key: &str) -> String {
+    format!("CARGO_REGISTRIES_{}_{key}", name.to_uppercase().replace('-', "_"))
+}
+
+pub const CRATES_IO: &str = "crates-io";
+const CRATES_IO_SPARSE: &str = "sparse+https://index.crates.io/";
+
+#[derive(Clone, Debug)]
+pub struct Registry {
+    pub name: String,
+    /// As configured: `sparse+http(s)://.../`.
+    pub index: String,
+    /// Where the index was configured (for messages).
+    pub index_from: String,
+    pub token: Option<String>,
+    pub token_from: Option<String>,
+}
+
+/// The registry's `config.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Config {
+    pub dl: String,
+    pub api: Option<String>,
+    #[serde(default, rename = "auth-required")]
+    pub auth_required: bool,
+}
+
+/// One line of a sparse index file (the fields kiln reads or writes).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct IndexEntry {
+    pub name: String,
+    pub vers: String,
+    pub deps: Vec<IndexDep>,
+    pub cksum: String,
+    pub features: BTreeMap<String, Vec<String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub features2: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub yanked: bool,
+    #[serde(default)]
+    pub links: Option<String>,
+    #[serde(default = "one")]
+    pub v: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rust_version: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct IndexDep {
+    /// The name in `[dependencies]` (renamed, if it is).
+    pub name: String,
+    pub req: String,
+    pub features: Vec<String>,
+    pub optional: bool,
+    pub default_features: bool,
+    pub target: Option<String>,
+    pub kind: Option<String>,
+    pub registry: Option<String>,
+    /// The package's real name, when `name` renames it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+}
+
+/// The index path of a crate name (cargo's rules: `1/a`, `2/ab`, `3/a/abc`,
+/// `ab/cd/abcd...`), lowercased.
+pub fn index_path(name: &str) -> String {
+    let n = name.to_lowercase();
+    match n.len() {
+        1 => format!("1/{n}"),
+        2 => format!("2/{n}"),
+        3 => format!("3/{}/{n}", &n[..1]),
+        _ => format!("{}/{}/{n}", &n[..2], &n[2..4]),
+    }
+}
+
+impl Registry {
+    pub fn resolve(name: &str, lookup: &Lookup) -> Result<Registry> {
+        let (index, index_from) = if let Some(v) = lookup.env.get(&env_key(name, "INDEX")) {
+            (v.clone(), env_key(name, "INDEX"))
+        } else if let Some((v, file)) = from_config_files(lookup, name, "index")? {
+            (v, file.display().to_string())
+        } else if name == CRATES_IO {
+            (CRATES_IO_SPARSE.to_string(), "cargo's default".to_string())
+        } else {
+            bail!(
+                "registry `{name}` is not configured: set {}=sparse+https://HOST/PATH/ or add\n  [registries.{name}]\n  index = \"sparse+https://HOST/PATH/\"\nto .cargo/config.toml (here or in $CARGO_HOME)",
+                env_key(name, "INDEX")
+            );
+        };
+        if !index.starts_with("sparse+") {
+            bail!(
+                "registry `{name}` has index {index} (from {index_from}): kiln publishes to sparse registries only (`sparse+https://...`); a git index needs `cargo publish`"
+            );
+        }
+        let (token, token_from) = token(name, lookup)?;
+        Ok(Registry { name: name.to_string(), index, index_from, token, token_from })
+    }
+
+    /// The index's base URL, `http(s)://.../` (no `sparse+`, one trailing slash).
+    pub fn index_base(&self) -> String {
+        format!("{}/", self.index.trim_start_matches("sparse+").trim_end_matches('/'))
+    }
+
+    pub fn is_crates_io(&self) -> bool {
+        crate::metadata::same_index(&self.index, CRATES_IO_SPARSE) || crate::metadata::same_index(&self.index, crate::CRATES_IO_INDEX)
+    }
+
+    pub fn config(&self) -> Result<Config> {
+        let url = format!("{}config.json", self.index_base());
+        let mut r = http::get(&url, None)?;
+        if r.status == 401 && self.token.is_some() {
+            r = http::get(&url, self.token.as_deref())?;
+        }
+        if r.status != 200 {
+            bail!("{url}: HTTP {} {}", r.status, r.text().trim());
+        }
+        serde_json::from_slice(&r.body).with_context(|| format!("{url} is not a registry config.json"))
+    }
+
+    /// The versions of `name` the index lists (none when it has no file).
+    pub fn entries(&self, config: &Config, name: &str) -> Result<Vec<IndexEntry>> {
+        let url = format!("{}{}", self.index_base(), index_path(name));
+        let token = if config.auth_required { self.token.as_deref() } else { None };
+        let r = http::get(&url, token)?;
+        match r.status {
+            200 => r
+                .text()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).with_context(|| format!("{url}: a line is not an index entry: {l}")))
+                .collect(),
+            // What cargo also reads as "no such crate".
+            404 | 410 | 451 => Ok(Vec::new()),
+            s => bail!("{url}: HTTP {s} {}", r.text().trim()),
+        }
+    }
+}
+
+fn from_config_files(lookup: &Lookup, name: &str, key: &str) -> Result<Option<(String, PathBuf)>> {
+    for file in lookup.config_files() {
+        let text = fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        let table: toml::Table = text.parse().with_context(|| format!("{} does not parse", file.display()))?;
+        let table_name = if name == CRATES_IO { None } else { Some(name) };
+        let value = match table_name {
+            Some(n) => table.get("registries").and_then(|r| r.get(n)).and_then(|r| r.get(key)),
+            None => table.get("registry").and_then(|r| r.get(key)),
+        };
+        if let Some(v) = value.and_then(|v| v.as_str()) {
+            return Ok(Some((v.to_string(), file)));
+        }
+    }
+    Ok(None)
+}
+
+/// The token cargo would use: its environment variable, else
+/// `$CARGO_HOME/credentials.toml` (where `cargo login` writes it).
+fn token(name: &str, lookup: &Lookup) -> Result<(Option<String>, Option<String>)> {
+    let var = if name == CRATES_IO { "CARGO_REGISTRY_TOKEN".to_string() } else { env_key(name, "TOKEN") };
+    if let Some(t) = lookup.env.get(&var) {
+        return Ok((Some(t.clone()), Some(var)));
+    }
+    let Some(home) = lookup.cargo_home() else { return Ok((None, None)) };
+    for f in ["credentials.toml", "credentials"] {
+        let path = home.join(f);
+        let Ok(text) = fs::read_to_string(&path) else { continue };
+        let table: toml::Table = text.parse().with_context(|| format!("{} does not parse", path.display()))?;
+        let t = if name == CRATES_IO {
+            table.get("registry").and_then(|r| r.get("token"))
+        } else {
+            table.get("registries").and_then(|r| r.get(name)).and_then(|r| r.get("token"))
+        };
+        if let Some(t) = t.and_then(|t| t.as_str()) {
+            return Ok((Some(t.to_string()), Some(path.display().to_string())));
+        }
+    }
+    Ok((None, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_paths_follow_cargo() {
+        assert_eq!(index_path("a"), "1/a");
+        assert_eq!(index_path("ab"), "2/ab");
+        assert_eq!(index_path("abc"), "3/a/abc");
+        assert_eq!(index_path("Kiln-Manifest"), "ki/ln/kiln-manifest");
+    }
+
+    #[test]
+    fn resolves_from_env_then_config_then_fails_clearly() {
+        let dir = std::env::temp_dir().join(format!("kiln-publish-registry-{}", std::process::id()));
+        let nested = dir.join("a/b");
+        fs::create_dir_all(nested.join(".cargo")).unwrap();
+        fs::create_dir_all(dir.join(".cargo")).unwrap();
+        fs::write(dir.join(".cargo/config.toml"), "[registries.my-reg]\nindex = \"sparse+http://outer/\"\n").unwrap();
+        fs::write(nested.join(".cargo/config.toml"), "[registries.my-reg]\nindex = \"sparse+http://inner/\"\n").unwrap();
+        let home = dir.join("home");
+        fs::create_dir_all(&home).unwrap();
+        fs::write(home.join("credentials.toml"), "[registries.my-reg]\ntoken = \"from-file\"\n").unwrap();
+        let mut env = BTreeMap::from([("CARGO_HOME".to_string(), home.display().to_string())]);
+        let lookup = |env: &BTreeMap<String, String>| Lookup { env: env.clone(), cwd: nested.clone() };
+
+        let r = Registry::resolve("my-reg", &lookup(&env)).unwrap();
+        assert_eq!(r.index, "sparse+http://inner/", "the nearest config file wins");
+        assert_eq!(r.token.as_deref(), Some("from-file"));
+
+        env.insert("CARGO_REGISTRIES_MY_REG_INDEX".into(), "sparse+http://env/".into());
+        env.insert("CARGO_REGISTRIES_MY_REG_TOKEN".into(), "from-env".into());
+        let r = Registry::resolve("my-reg", &lookup(&env)).unwrap();
+        assert_eq!((r.index.as_str(), r.token.as_deref()), ("sparse+http://env/", Some("from-env")));
+        assert_eq!(r.index_base(), "http://env/");
+
+        let err = Registry::resolve("other", &lookup(&env)).unwrap_err().to_string();
+        assert!(err.contains("registry `other` is not configured") && err.contains("CARGO_REGISTRIES_OTHER_INDEX"), "{err}");
+
+        env.insert("CARGO_REGISTRIES_GIT_INDEX".into(), "https://example.com/index.git".into());
+        let err = Registry::resolve("git", &lookup(&env)).unwrap_err().to_string();
+        assert!(err.contains("sparse registries only"), "{err}");
+
+        let r = Registry::resolve(CRATES_IO, &lookup(&env)).unwrap();
+        assert!(r.is_crates_io(), "{r:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,418 @@
+//! A sparse cargo registry served from a folder over HTTP/1.1 (std::net, a
+//! thread per connection): enough for `cargo` to resolve and download from
+//! it, and for [`crate::run`] to publish to it. It checks uploads the way
+//! crates.io does where it matters to kiln: the size limit, the metadata
+//! against the `Cargo.toml` in the crate, dependencies on this registry that
+//! do not exist, and a version that differs only in build metadata from one
+//! already there. Meant for loopback: tests, trials, docs/consuming.md.
+//!
+//! The folder holds `index/<cargo's index path>` (one JSON line per version)
+//! and `crates/<name>/<name>-<version>.crate`; `config.json` is answered from
+//! the bound address, so one folder can be served on any port.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    io::{BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{
+    metadata::{self, NewCrate},
+    packaged::{self, Record},
+    registry::{index_path, IndexDep, IndexEntry},
+    UPLOAD_LIMIT,
+};
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Uploads must carry this token (`Authorization: <token>`); `None`
+    /// accepts any.
+    pub token: Option<String>,
+    /// Largest `.crate` accepted.
+    pub max_upload: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { token: None, max_upload: UPLOAD_LIMIT }
+    }
+}
+
+struct Shared {
+    dir: PathBuf,
+    addr: SocketAddr,
+    options: Options,
+    /// One upload at a time: an index file is read, checked and appended.
+    publish: Mutex<()>,
+}
+
+/// A running registry; stops accepting connections when dropped.
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Serves `dir` (created if missing) on `bind`, e.g. `127.0.0.1:0` for
+    /// any free port.
+    pub fn start(dir: &Path, bind: &str, options: Options) -> Result<Server> {
+        fs::create_dir_all(dir.join("index")).with_context(|| format!("cannot create {}", dir.display()))?;
+        fs::create_dir_all(dir.join("crates"))?;
+        let listener = TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind}"))?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared { dir: dir.to_path_buf(), addr, options, publish: Mutex::new(()) });
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    let _ = connection(stream, &shared);
+                });
+            }
+        });
+        Ok(Server { addr, stop, thread: Some(thread) })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What `[registries.NAME] index = ...` takes.
+    pub fn index_url(&self) -> String {
+        format!("sparse+http://{}/index/", self.addr)
+    }
+
+    /// Serves until the process ends.
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop, which then sees the flag.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Reply {
+    status: u16,
+    content_type: &'static str,
+    body: Vec<u8>,
+}
+
+fn json_reply(status: u16, value: serde_json::Value) -> Reply {
+    Reply { status, content_type: "application/json", body: value.to_string().into_bytes() }
+}
+
+/// The web API's error shape, which cargo prints.
+fn error(status: u16, detail: impl Into<String>) -> Reply {
+    json_reply(status, serde_json::json!({ "errors": [{ "detail": detail.into() }] }))
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        _ => "Error",
+    }
+}
+
+fn send(stream: &mut TcpStream, reply: &Reply, close: bool) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n\r\n",
+        reply.status,
+        reason(reply.status),
+        reply.content_type,
+        reply.body.len(),
+        if close { "close" } else { "keep-alive" }
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(&reply.body)?;
+    stream.flush()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One connection: requests until the client closes it (cargo keeps
+/// connections open across index fetches).
+fn connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        let (method, target, version) = (parts.next().unwrap_or(""), parts.next().unwrap_or("/"), parts.next().unwrap_or("HTTP/1.0"));
+        let (method, target) = (method.to_string(), target.to_string());
+        let mut headers = BTreeMap::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h)? == 0 {
+                return Ok(());
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+            }
+        }
+        let close = version == "HTTP/1.0" || headers.get("connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
+        if headers.get("transfer-encoding").is_some() {
+            send(&mut writer, &error(411, "send a Content-Length"), true)?;
+            return Ok(());
+        }
+        let length: u64 = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+        let path = percent_decode(target.split('?').next().unwrap_or("/"));
+
+        if method == "PUT" && path == "/api/v1/crates/new" {
+            // Refused before the body is sent, where possible (curl waits for
+            // `100 Continue` on large uploads).
+            if let Some(t) = &shared.options.token {
+                if headers.get("authorization") != Some(t) {
+                    send(&mut writer, &error(403, "this registry needs a valid token (Authorization header)"), true)?;
+                    return Ok(());
+                }
+            }
+            if length > shared.options.max_upload + (1 << 20) {
+                send(&mut writer, &error(413, format!("max upload size is: {}", shared.options.max_upload)), true)?;
+                return Ok(());
+            }
+            if headers.get("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
+                writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+            }
+        }
+        let mut body = vec![0; length as usize];
+        reader.read_exact(&mut body)?;
+        let reply = match (method.as_str(), path.as_str()) {
+            ("GET", "/index/config.json") => json_reply(
+                200,
+                serde_json::json!({
+                    "dl": format!("http://{}/api/v1/crates", shared.addr),
+                    "api": format!("http://{}", shared.addr),
+                }),
+            ),
+            ("GET", p) if p.starts_with("/index/") => file(&shared.dir.join("index"), &p["/index/".len()..], "text/plain"),
+            ("GET", p) if p.starts_with("/api/v1/crates/") && p.ends_with("/download") => {
+                let rest: Vec<&str> = p["/api/v1/crates/".len()..].split('/').collect();
+                match rest.as_slice() {
+                    [name, vers, "download"] => file(&shared.dir.join("crates"), &format!("{name}/{name}-{vers}.crate"), "application/gzip"),
+                    _ => error(404, "no such crate file"),
+                }
+            }
+            ("PUT", "/api/v1/crates/new") => match publish(shared, &body) {
+                Ok(()) => json_reply(200, serde_json::json!({ "warnings": { "invalid_categories": [], "invalid_badges": [], "other": [] } })),
+                Err((status, detail)) => error(status, detail),
+            },
+            ("GET" | "PUT", _) => error(404, format!("nothing at {path}")),
+            _ => error(405, format!("{method} is not served here")),
+        };
+        send(&mut writer, &reply, close)?;
+        if close {
+            return Ok(());
+        }
+    }
+}
+
+/// A file under `root`; no `..`, no absolute paths.
+fn file(root: &Path, rel: &str, content_type: &'static str) -> Reply {
+    if rel.is_empty() || rel.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return error(404, "no such file");
+    }
+    match fs::read(root.join(rel)) {
+        Ok(body) => Reply { status: 200, content_type, body },
+        Err(_) => error(404, "no such file"),
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && name.len() <= 64
+}
+
+/// Checks one upload and adds it: `Err((status, detail))` otherwise.
+fn publish(shared: &Shared, body: &[u8]) -> std::result::Result<(), (u16, String)> {
+    let bad = |e: anyhow::Error| (400, format!("{e:#}"));
+    let (meta, krate) = metadata::decode(body).map_err(bad)?;
+    if krate.len() as u64 > shared.options.max_upload {
+        return Err((413, format!("max upload size is: {}", shared.options.max_upload)));
+    }
+    check_metadata(&meta, krate).map_err(bad)?;
+    let _guard = shared.publish.lock().unwrap_or_else(|p| p.into_inner());
+    let index_file = shared.dir.join("index").join(index_path(&meta.name));
+    let existing = read_index(&index_file).map_err(|e| (500, format!("{e:#}")))?;
+    let vers = semver::Version::parse(&meta.vers).map_err(|e| (400, format!("version {}: {e}", meta.vers)))?;
+    for e in &existing {
+        if let Ok(v) = semver::Version::parse(&e.vers) {
+            if (v.major, v.minor, v.patch, &v.pre) == (vers.major, vers.minor, vers.patch, &vers.pre) {
+                // crates.io's words, with the version that is already there.
+                return Err((400, format!("crate version `{}` is already uploaded (as {} {})", meta.vers, e.name, e.vers)));
+            }
+        }
+    }
+    // A dependency on this registry must be here already (crates.io checks
+    // the same): it is what makes the upload order matter.
+    for d in meta.deps.iter().filter(|d| d.registry.is_none()) {
+        let have = read_index(&shared.dir.join("index").join(index_path(&d.name))).map_err(|e| (500, format!("{e:#}")))?;
+        let req = semver::VersionReq::parse(&d.version_req).map_err(|e| (400, format!("{}: {e}", d.name)))?;
+        if !have.iter().any(|e| semver::Version::parse(&e.vers).is_ok_and(|v| req.matches(&v))) {
+            return Err((400, format!("no version of `{}` matching `{}` is in this registry (publish it first)", d.name, d.version_req)));
+        }
+    }
+    let entry = index_entry(&meta, krate);
+    let dir = shared.dir.join("crates").join(&meta.name);
+    let write = || -> Result<()> {
+        fs::create_dir_all(&dir)?;
+        let dest = dir.join(format!("{}-{}.crate", meta.name, meta.vers));
+        let tmp = dest.with_extension("crate.part");
+        fs::write(&tmp, krate)?;
+        fs::rename(&tmp, &dest)?;
+        fs::create_dir_all(index_file.parent().unwrap())?;
+        let mut f = fs::OpenOptions::new().create(true).append(true).open(&index_file)?;
+        writeln!(f, "{}", serde_json::to_string(&entry)?)?;
+        Ok(())
+    };
+    write().map_err(|e| (500, format!("cannot store the crate: {e:#}")))
+}
+
+fn read_index(path: &Path) -> Result<Vec<IndexEntry>> {
+    match fs::read_to_string(path) {
+        Ok(t) => t.lines().filter(|l| !l.is_empty()).map(|l| Ok(serde_json::from_str(l)?)).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn check_metadata(meta: &NewCrate, krate: &[u8]) -> Result<()> {
+    if !valid_name(&meta.name) {
+        bail!("`{}` is not a valid crate name", meta.name);
+    }
+    semver::Version::parse(&meta.vers).with_context(|| format!("`{}` is not a version", meta.vers))?;
+    let mut missing = Vec::new();
+    if meta.description.as_deref().is_none_or(|d| d.trim().is_empty()) {
+        missing.push("description");
+    }
+    if meta.license.is_none() && meta.license_file.is_none() {
+        missing.push("license");
+    }
+    if !missing.is_empty() {
+        bail!("missing or empty metadata fields: {}", missing.join(", "));
+    }
+    for d in &meta.deps {
+        semver::VersionReq::parse(&d.version_req).with_context(|| format!("dependency {}: `{}` is not a requirement", d.name, d.version_req))?;
+    }
+    let record = Record { name: meta.name.clone(), version: meta.vers.clone(), file: String::new(), size: 0, sha256: String::new() };
+    packaged::read_package(&record, krate).context("the .crate does not match the metadata")?;
+    Ok(())
+}
+
+/// The index line for an upload: cargo's index format, as crates.io writes it.
+pub fn index_entry(meta: &NewCrate, krate: &[u8]) -> IndexEntry {
+    let deps = meta
+        .deps
+        .iter()
+        .map(|d| IndexDep {
+            name: d.explicit_name_in_toml.clone().unwrap_or_else(|| d.name.clone()),
+            package: d.explicit_name_in_toml.as_ref().map(|_| d.name.clone()),
+            req: d.version_req.clone(),
+            features: d.features.clone(),
+            optional: d.optional,
+            default_features: d.default_features,
+            target: d.target.clone(),
+            kind: Some(d.kind.clone()),
+            registry: d.registry.clone(),
+        })
+        .collect();
+    // Features using `dep:` or `?/` go to `features2` (v2), which cargo
+    // older than 1.60 skips instead of misreading.
+    let (mut features, mut features2) = (BTreeMap::new(), BTreeMap::new());
+    for (k, v) in &meta.features {
+        let new_syntax = v.iter().any(|f| f.starts_with("dep:") || f.contains("?/"));
+        if new_syntax { &mut features2 } else { &mut features }.insert(k.clone(), v.clone());
+    }
+    IndexEntry {
+        name: meta.name.clone(),
+        vers: meta.vers.clone(),
+        deps,
+        cksum: packaged::sha256_hex(krate),
+        v: if features2.is_empty() { 1 } else { 2 },
+        features,
+        features2,
+        yanked: false,
+        links: meta.links.clone(),
+        rust_version: meta.rust_version.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding_keeps_plus() {
+        assert_eq!(percent_decode("/a/0.11.1+kiln.1/download"), "/a/0.11.1+kiln.1/download");
+        assert_eq!(percent_decode("/a/0.11.1%2Bkiln.1"), "/a/0.11.1+kiln.1");
+        assert_eq!(percent_decode("/a%"), "/a%");
+        assert_eq!(percent_decode("/a%2"), "/a%2");
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_name("kiln-candle-kernels-sm80"));
+        assert!(!valid_name("9lives") && !valid_name("a/b") && !valid_name(""));
+    }
+}
