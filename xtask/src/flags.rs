@@ -51,6 +51,8 @@ pub enum Task {
     Toolchain,
     /// Print what kiln finds: pins, cache, toolchain, sandbox, compilers.
     Doctor,
+    /// Build the container images (builder root filesystem and OCI image; Containerfiles) from pins.toml.
+    Container(crate::container::Args),
     /// Work on the pin file.
     Pins {
         #[command(subcommand)]

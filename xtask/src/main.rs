@@ -2,6 +2,7 @@
 //! itself lives in the library crates under crates/ (docs/ARCHITECTURE.md).
 
 mod ci;
+mod container;
 mod dist;
 mod doctor;
 mod flags;
@@ -35,6 +36,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
         flags::Task::Ci { check } => ci::run(&flags.pins, check),
         flags::Task::Toolchain => toolchain::run(&flags.pins),
         flags::Task::Doctor => doctor::run(&flags.pins),
+        flags::Task::Container(c) => container::run(&flags.pins, c),
         flags::Task::Pins { action } => pins::run(&flags.pins, action),
         flags::Task::Publish(p) => publish::run(p),
         flags::Task::Registry { action } => publish::registry(action),

@@ -26,10 +26,17 @@ pub fn run(path: &Path, action: PinsAction) -> Result<()> {
             let text = std::fs::read_to_string(path)?;
             let new = kiln_pins::with_closure(&text, &closure);
             // Re-read what we are about to write: a pin file kiln cannot load is never written.
-            kiln_pins::Pins::parse(path, &new).context("the regenerated pin file does not check")?;
+            let updated = kiln_pins::Pins::parse(path, &new).context("the regenerated pin file does not check")?;
             let tmp = path.with_extension("toml.tmp");
             std::fs::write(&tmp, &new)?;
             std::fs::rename(&tmp, path)?;
+            // The images sit on the toolchain: re-resolve them on the new one, and their Containerfiles.
+            if updated.containers.is_some() {
+                let updated = crate::container::update(path, &updated, &cache)?;
+                for line in kiln_container::containerfile::write(&crate::project_root(), &updated)? {
+                    println!("{line}");
+                }
+            }
             let total: u64 = closure.debs.iter().map(|d| d.size).sum();
             println!(
                 "{}: closure of {} packages ({:.0} MB), identity {}",

@@ -24,6 +24,7 @@ struct RawPins {
     #[serde(rename = "crate")]
     artifact_crate: RawArtifactCrate,
     toolchain: RawToolchain,
+    containers: Option<crate::containers::RawContainers>,
 }
 
 #[derive(Deserialize)]
@@ -103,7 +104,7 @@ struct RawClosure {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawDeb {
+pub(crate) struct RawDeb {
     name: String,
     version: String,
     arch: String,
@@ -112,13 +113,13 @@ struct RawDeb {
     path: String,
 }
 
-struct Ctx<'a> {
-    file: &'a PathBuf,
-    text: &'a str,
+pub(crate) struct Ctx<'a> {
+    pub(crate) file: &'a PathBuf,
+    pub(crate) text: &'a str,
 }
 
 impl Ctx<'_> {
-    fn err<T>(&self, spanned: &S<T>, message: impl Into<String>) -> PinError {
+    pub(crate) fn err<T>(&self, spanned: &S<T>, message: impl Into<String>) -> PinError {
         PinError::at(self.file, self.text, Some(spanned.span()), message.into())
     }
 }
@@ -147,10 +148,14 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
         return Err(cx.err(&raw.artifact_crate.revision, "crate.revision starts at 1"));
     }
     let artifact_crate = ArtifactCrate { name: name.clone(), revision: *raw.artifact_crate.revision.get_ref() };
-    Ok(Pins { file: file.clone(), candle, targets, flags, artifact_crate, toolchain })
+    let containers = match raw.containers {
+        Some(c) => Some(crate::containers::check(&cx, c, &toolchain)?),
+        None => None,
+    };
+    Ok(Pins { file: file.clone(), candle, targets, flags, artifact_crate, toolchain, containers })
 }
 
-fn check_sha256(cx: &Ctx, value: &S<String>) -> Result<String, PinError> {
+pub(crate) fn check_sha256(cx: &Ctx, value: &S<String>) -> Result<String, PinError> {
     let v = value.get_ref();
     if v.len() != 64 || !v.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return Err(cx.err(value, format!("`{v}` is not a sha256 (64 lowercase hex digits)")));
@@ -239,6 +244,21 @@ fn check_flags(cx: &Ctx, raw: RawFlags, modules: &[String]) -> Result<Flags, Pin
     Ok(Flags { cuda: raw.cuda, cuda_staticlib: raw.cuda_staticlib, hip: raw.hip, hip_max_threads_per_block: bounds })
 }
 
+/// A generated list of packages: hashes well formed, every name once.
+pub(crate) fn check_debs(cx: &Ctx, raw: Vec<S<RawDeb>>) -> Result<Vec<Deb>, PinError> {
+    let mut debs = Vec::new();
+    for d in raw {
+        let span = d.span();
+        let d = d.into_inner();
+        let sha = check_sha256(cx, &Spanned::new(span.clone(), d.sha256))?;
+        if debs.iter().any(|o: &Deb| o.name == d.name) {
+            return Err(PinError::at(cx.file, cx.text, Some(span), format!("package `{}` is listed twice in the closure", d.name)));
+        }
+        debs.push(Deb { name: d.name, version: d.version, arch: d.arch, sha256: sha, size: d.size, path: d.path });
+    }
+    Ok(debs)
+}
+
 fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
     if raw.distribution.get_ref() != "debian" {
         return Err(cx.err(&raw.distribution, "only `debian` toolchains are supported"));
@@ -265,16 +285,7 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
     let closure = match raw.closure {
         None => None,
         Some(c) => {
-            let mut debs = Vec::new();
-            for d in c.into_inner().debs {
-                let span = d.span();
-                let d = d.into_inner();
-                let sha = check_sha256(cx, &Spanned::new(span.clone(), d.sha256))?;
-                if debs.iter().any(|o: &Deb| o.name == d.name) {
-                    return Err(PinError::at(cx.file, cx.text, Some(span), format!("package `{}` is listed twice in the closure", d.name)));
-                }
-                debs.push(Deb { name: d.name, version: d.version, arch: d.arch, sha256: sha, size: d.size, path: d.path });
-            }
+            let debs = check_debs(cx, c.into_inner().debs)?;
             // A closure resolved for other compiler versions would provision the wrong toolchain.
             for (span, p) in [(&nvcc_span, &nvcc), (&clang_span, &clang), (&hip_span, &hip), (&dl_span, &rocm_device_libs)] {
                 let found = debs.iter().find(|d| d.name == p.package);

@@ -2,9 +2,10 @@
 //!
 //! Commands are written against fixed paths (`/kiln/src`, `/kiln/job`...), so
 //! that nothing about the machine, the clone's location or the process ids
-//! leaks into what the compilers write. In a sandbox those paths are bind
-//! mounts; inside the builder container they are rewritten to the real paths
-//! and the compilers are told to map them back (`-ffile-prefix-map`).
+//! leaks into what the compilers write. The compilers always run in a
+//! bubblewrap sandbox whose `/` is the sysroot and where those paths are bind
+//! mounts; inside the builder container the sysroot is `/` itself
+//! ([`Mode::Host`]) and the sandbox is the same, so the bytes are the same.
 
 use std::{
     fs::File,
@@ -26,12 +27,14 @@ pub struct Mount {
 }
 
 /// How to tell a compiler that `host` should be written as `at` in its output.
+/// The sandbox mounts every input at its fixed path, so nothing needs
+/// rewriting: kept for the job descriptions that carry one.
 pub type PrefixMap = fn(host: &str, at: &str) -> Vec<String>;
 
 #[derive(Clone, Debug)]
 pub struct Runner {
     sysroot: Sysroot,
-    bwrap: Option<PathBuf>,
+    bwrap: PathBuf,
 }
 
 /// The environment every compiler sees: nothing from the caller's.
@@ -44,12 +47,45 @@ const ENV: &[(&str, &str)] = &[
 ];
 
 impl Runner {
+    /// A runner for `sysroot`, once a trivial command has run in its sandbox.
+    ///
+    /// There is no unsandboxed way to run the compilers, not even in the
+    /// builder container ([`Mode::Host`]): only the sandbox gives every run the
+    /// same paths, a fresh pid namespace (nvcc writes its pid into host
+    /// objects) and the same environment, which is what makes artifacts
+    /// bit-identical. Where bubblewrap cannot make namespaces this fails here,
+    /// saying what to change, instead of failing in every compile job.
     pub fn new(sysroot: Sysroot) -> Result<Runner> {
-        let bwrap = match sysroot.mode {
-            Mode::Sandbox => Some(sysroot::which("bwrap", "apt-get install bubblewrap")?),
-            Mode::Host => None,
+        let bwrap = sysroot::which("bwrap", "apt-get install bubblewrap")?;
+        let runner = Runner { sysroot, bwrap };
+        runner.probe()?;
+        Ok(runner)
+    }
+
+    fn probe(&self) -> Result<()> {
+        let out = self
+            .command(&[], "/", &["true".to_string()], |_, _| Vec::new())
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot start {}", self.bwrap.display()))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let inside = match self.sysroot.mode {
+            Mode::Host => "kiln runs in the builder container, whose runtime must let bubblewrap make namespaces",
+            Mode::Sandbox => "kiln needs unprivileged user namespaces (or root) for it",
         };
-        Ok(Runner { sysroot, bwrap })
+        anyhow::bail!(
+            "bubblewrap cannot set up the compiler sandbox (sysroot {}): {why}\n  \
+             kiln runs the pinned compilers only in that sandbox (fixed paths, fresh pid namespace), \
+             and {inside}.\n  \
+             In a container: podman run --security-opt seccomp=unconfined --security-opt unmask=ALL ..., or \
+             docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+             --security-opt systempaths=unconfined ... (or --privileged); on an Ubuntu 24.04 host: \
+             sysctl kernel.apparmor_restrict_unprivileged_userns=0. See docs/containers.md.",
+            self.sysroot.root.display()
+        )
     }
 
     pub fn sysroot(&self) -> &Sysroot {
@@ -57,42 +93,22 @@ impl Runner {
     }
 
     /// The command that runs `argv` with `cwd` (a sandbox path) and `mounts`.
-    pub fn command(&self, mounts: &[Mount], cwd: &str, argv: &[String], prefix_map: PrefixMap) -> Command {
-        match &self.bwrap {
-            Some(bwrap) => {
-                let mut c = Command::new(bwrap);
-                c.arg("--ro-bind").arg(&self.sysroot.root).arg("/");
-                c.args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
-                // A fresh pid namespace makes nvcc's temporary file names (which
-                // embed its pid, and end up in host objects) the same every run.
-                c.args(["--unshare-all", "--die-with-parent", "--clearenv"]);
-                for (k, v) in ENV {
-                    c.args(["--setenv", k, v]);
-                }
-                for m in mounts {
-                    c.arg(if m.writable { "--bind" } else { "--ro-bind" }).arg(&m.host).arg(m.at);
-                }
-                c.args(["--chdir", cwd, "--"]);
-                c.args(argv);
-                c
-            }
-            None => {
-                let real = |s: &str| {
-                    let mut s = s.to_string();
-                    for m in mounts {
-                        s = s.replace(m.at, &m.host.to_string_lossy());
-                    }
-                    s
-                };
-                let mut c = Command::new(real(&argv[0]));
-                c.args(argv[1..].iter().map(|a| real(a)));
-                for m in mounts {
-                    c.args(prefix_map(&m.host.to_string_lossy(), m.at));
-                }
-                c.current_dir(real(cwd)).env_clear().envs(ENV.iter().copied());
-                c
-            }
+    pub fn command(&self, mounts: &[Mount], cwd: &str, argv: &[String], _prefix_map: PrefixMap) -> Command {
+        let mut c = Command::new(&self.bwrap);
+        c.arg("--ro-bind").arg(&self.sysroot.root).arg("/");
+        c.args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+        // A fresh pid namespace makes nvcc's temporary file names (which
+        // embed its pid, and end up in host objects) the same every run.
+        c.args(["--unshare-all", "--die-with-parent", "--clearenv"]);
+        for (k, v) in ENV {
+            c.args(["--setenv", k, v]);
         }
+        for m in mounts {
+            c.arg(if m.writable { "--bind" } else { "--ro-bind" }).arg(&m.host).arg(m.at);
+        }
+        c.args(["--chdir", cwd, "--"]);
+        c.args(argv);
+        c
     }
 
     /// Runs to completion with stdout and stderr going to `log`.

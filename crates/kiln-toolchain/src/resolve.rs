@@ -66,6 +66,38 @@ impl Apt {
 
 /// The closure of the pinned compilers plus `include`, minus `exclude`.
 pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closure> {
+    let t = &pins.toolchain;
+    let mut roots: Vec<String> = pins.compilers().iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect();
+    roots.extend(t.include.iter().cloned());
+    let closure = Closure { debs: resolve_packages(cache, pins, &roots, &t.exclude, "pins.toml [toolchain].exclude", say)?.into_iter().map(|p| p.deb).collect() };
+    for (_, p) in pins.compilers() {
+        if closure.find(&p.package).map(|d| &d.version) != Some(&p.version) {
+            bail!("apt did not resolve {}={} as pinned", p.package, p.version);
+        }
+    }
+    Ok(closure)
+}
+
+/// A resolved package and the dependency fields apt printed for it.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub deb: Deb,
+    /// `Pre-Depends` and `Depends`, joined with `, `.
+    pub depends: String,
+    pub provides: String,
+}
+
+/// `roots` (`name` or `name=version`) and everything they depend on, as apt
+/// resolves them in the pinned suite from nothing installed, minus what
+/// `exclude` matches (`where_excluded` names that list in messages). Sorted by name.
+pub fn resolve_packages(
+    cache: &Cache,
+    pins: &Pins,
+    roots: &[String],
+    exclude: &[String],
+    where_excluded: &str,
+    say: &dyn Fn(String),
+) -> Result<Vec<Resolved>> {
     let sh = Shell::new()?;
     let apt = Apt::new(cache, pins)?;
     let o = &apt.options;
@@ -73,16 +105,14 @@ pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closu
     say(format!("resolving {} {} from {} (apt state in {})", t.distribution, t.suite, t.mirrors[0], apt.dir.display()));
     cmd!(sh, "apt-get {o...} -qq update").quiet().run().context("apt-get update failed for the pinned suite")?;
 
-    let mut roots: Vec<String> = pins.compilers().iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect();
-    roots.extend(t.include.iter().cloned());
-    for root in &roots {
+    for root in roots {
         let name = root.split('=').next().unwrap();
-        if let Some(p) = t.exclude.iter().find(|p| glob_match(p, name)) {
-            bail!("`{name}` is both a root of the toolchain and excluded by `{p}` in pins.toml [toolchain].exclude");
+        if let Some(p) = exclude.iter().find(|p| glob_match(p, name)) {
+            bail!("`{name}` is both a root and excluded by `{p}` in {where_excluded}");
         }
     }
     let sim = cmd!(sh, "apt-get {o...} install -s {roots...}").quiet().read().with_context(|| {
-        format!("apt cannot install the pinned packages from {}: is every pinned version still in the suite?", t.suite)
+        format!("apt cannot install {} from {}: is every pinned version still in the suite?", roots.join(" "), t.suite)
     })?;
     let mut wanted = Vec::new();
     for line in sim.lines() {
@@ -91,7 +121,7 @@ pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closu
         let mut parts = rest.split_whitespace();
         let (Some(name), Some(version)) = (parts.next(), parts.next()) else { continue };
         let version = version.trim_start_matches('(');
-        if t.exclude.iter().any(|p| glob_match(p, name)) {
+        if exclude.iter().any(|p| glob_match(p, name)) {
             continue;
         }
         wanted.push(format!("{name}={version}"));
@@ -101,7 +131,7 @@ pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closu
     }
 
     let show = cmd!(sh, "apt-cache {o...} show {wanted...}").quiet().read()?;
-    let mut debs = Vec::new();
+    let mut out: Vec<Resolved> = Vec::new();
     for stanza in show.split("\n\n").filter(|s| !s.trim().is_empty()) {
         let field = |key: &str| {
             stanza.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(": ")).map(str::to_string))
@@ -116,17 +146,117 @@ pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closu
         ) else {
             bail!("apt-cache printed a package record kiln cannot read:\n{stanza}");
         };
-        if debs.iter().any(|d: &Deb| d.name == name) {
+        if out.iter().any(|d| d.deb.name == name) {
             continue; // the same version listed by two index files
         }
-        debs.push(Deb { name, version, arch, sha256, size: size.parse()?, path });
+        let depends = [field("Pre-Depends"), field("Depends")].into_iter().flatten().collect::<Vec<_>>().join(", ");
+        let provides = field("Provides").unwrap_or_default();
+        out.push(Resolved { deb: Deb { name, version, arch, sha256, size: size.parse()?, path }, depends, provides });
     }
-    debs.sort();
-    let closure = Closure { debs };
-    for (_, p) in pins.compilers() {
-        if closure.find(&p.package).map(|d| &d.version) != Some(&p.version) {
-            bail!("apt did not resolve {}={} as pinned", p.package, p.version);
+    out.sort_by(|a, b| a.deb.cmp(&b.deb));
+    Ok(out)
+}
+
+/// `roots` resolved to sit on top of `below` (an unpacked closure that is
+/// already there): what apt would add, less every package `below` already
+/// has, less what nothing left needs. Each remaining package's dependencies
+/// must then be met, at the versions asked for, by `below` or by the packages
+/// added (or be left out on purpose by `exclude`); otherwise this fails
+/// naming the package and the dependency, since apt's own answer assumed the
+/// suite's newest versions, not `below`'s.
+pub fn resolve_on_top(
+    cache: &Cache,
+    pins: &Pins,
+    roots: &[String],
+    exclude: &[String],
+    where_excluded: &str,
+    below: &Closure,
+    say: &dyn Fn(String),
+) -> Result<Closure> {
+    let all = resolve_packages(cache, pins, roots, exclude, where_excluded, say)?;
+    let added: Vec<&Resolved> = all.iter().filter(|r| below.find(&r.deb.name).is_none()).collect();
+
+    // Keep what the roots reach through packages that are added.
+    let mut keep: Vec<&str> = Vec::new();
+    let mut todo: Vec<&str> = roots.iter().map(|r| r.split('=').next().unwrap()).collect();
+    while let Some(name) = todo.pop() {
+        let Some(r) = added.iter().find(|r| r.deb.name == name) else { continue };
+        if keep.contains(&name) {
+            continue;
+        }
+        keep.push(name);
+        for clause in r.depends.split(',').filter(|c| !c.trim().is_empty()) {
+            for alt in clause.split('|') {
+                todo.push(relation(alt).0);
+            }
         }
     }
-    Ok(closure)
+    let added: Vec<&Resolved> = added.into_iter().filter(|r| keep.contains(&r.deb.name.as_str())).collect();
+
+    let sh = Shell::new()?;
+    for r in &added {
+        'clause: for clause in r.depends.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            let mut found = Vec::new();
+            for alt in clause.split('|') {
+                let (name, req) = relation(alt);
+                if exclude.iter().any(|p| glob_match(p, name)) {
+                    continue 'clause;
+                }
+                let have = below
+                    .find(name)
+                    .map(|d| d.version.clone())
+                    .or_else(|| added.iter().find(|a| a.deb.name == name).map(|a| a.deb.version.clone()));
+                let provided = added.iter().any(|a| a.provides.split(',').any(|p| relation(p).0 == name));
+                match (have, req) {
+                    (Some(v), Some((op, want))) => {
+                        if cmd!(sh, "dpkg --compare-versions {v} {op} {want}").quiet().ignore_status().output()?.status.success() {
+                            continue 'clause;
+                        }
+                        found.push(format!("{name} {v}"));
+                    }
+                    (Some(_), None) => continue 'clause,
+                    (None, None) if provided => continue 'clause,
+                    (None, _) => {}
+                }
+            }
+            bail!(
+                "{} {} needs `{clause}`, which the packages below it do not meet{}.\n  \
+                 Bump the toolchain (`cargo xtask pins update`), or leave the dependency out with {where_excluded} \
+                 if nothing in the image runs it.",
+                r.deb.name,
+                r.deb.version,
+                if found.is_empty() { String::new() } else { format!(" (they have {})", found.join(", ")) }
+            );
+        }
+    }
+    Ok(Closure { debs: added.into_iter().map(|r| r.deb.clone()).collect() })
+}
+
+/// `name:arch (op version)` as (name, Some((op, version))).
+fn relation(text: &str) -> (&str, Option<(&str, &str)>) {
+    let text = text.trim();
+    let (name, rest) = text.split_once(' ').map_or((text, ""), |(n, r)| (n, r.trim()));
+    let name = name.split(':').next().unwrap_or(name);
+    let req = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .and_then(|r| r.trim().split_once(' '))
+        .map(|(op, v)| (op.trim(), v.trim()))
+        .map(|(op, v)| (if op == "<" { "<=" } else if op == ">" { ">=" } else { op }, v));
+    (name, req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relation;
+
+    #[test]
+    fn relations_read_as_dpkg_writes_them() {
+        assert_eq!(relation(" libc6 (>= 2.38)"), ("libc6", Some((">=", "2.38"))));
+        assert_eq!(relation("libcurl4t64 (= 8.14.1-2+deb13u7)"), ("libcurl4t64", Some(("=", "8.14.1-2+deb13u7"))));
+        assert_eq!(relation("python3:any"), ("python3", None));
+        assert_eq!(relation("debconf-2.0 "), ("debconf-2.0", None));
+        // `<` and `>` are the obsolete spellings of `<=` and `>=` (deb-control(5)).
+        assert_eq!(relation("foo (< 1)"), ("foo", Some(("<=", "1"))));
+    }
 }

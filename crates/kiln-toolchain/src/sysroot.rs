@@ -36,7 +36,9 @@ pub const MOUNT_POINTS: &[&str] = &["kiln/src", "kiln/hip", "kiln/kernels", "kil
 pub enum Mode {
     /// Run the compilers in a bubblewrap sandbox whose `/` is the sysroot.
     Sandbox,
-    /// kiln already runs inside the sysroot (the builder container): run directly.
+    /// kiln already runs inside the sysroot (the builder container): the
+    /// sandbox's `/` is this machine's `/`. Compilers still run through
+    /// bubblewrap, exactly as in [`Mode::Sandbox`] (crate::exec).
     Host,
 }
 

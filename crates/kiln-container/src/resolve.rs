@@ -1,0 +1,96 @@
+//! `[containers]` → the generated closures (`cargo xtask container --update`).
+//!
+//! The builder's packages are resolved on top of the pinned toolchain closure,
+//! which stays as it is (kiln_toolchain::resolve::resolve_on_top); the runners'
+//! are whole closures, installed over the base image. The Rust archives come
+//! from the release's channel file on static.rust-lang.org, which lists each
+//! archive's sha256; each archive is downloaded once and checked against it.
+
+use std::fs;
+
+use anyhow::{bail, Context, Result};
+use kiln_pins::{Closure, ContainerClosures, ImagePackages, Pins, RustComponent};
+use kiln_toolchain::{fetch, resolve, sysroot, Cache};
+use xshell::{cmd, Shell};
+
+use crate::containers;
+
+/// The only platform kiln's images are built for.
+pub const RUST_TARGET: &str = "x86_64-unknown-linux-gnu";
+/// What `cargo xtask dist` needs of a Rust release: no docs, no clippy.
+pub const RUST_COMPONENTS: &[&str] = &["rustc", "cargo", "rust-std"];
+pub const RUST_DIST: &str = "https://static.rust-lang.org/dist";
+
+fn roots(p: &ImagePackages) -> Vec<String> {
+    p.include.iter().map(|r| r.apt()).collect()
+}
+
+/// Resolves every image's packages and the builder's Rust.
+pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<ContainerClosures> {
+    let c = containers(pins)?;
+    let toolchain = pins.closure()?;
+    let b = &c.builder.packages;
+    let builder = if b.include.is_empty() {
+        Closure { debs: Vec::new() }
+    } else {
+        say(format!("{}: {} on top of the toolchain closure", c.builder.name, roots(b).join(" ")));
+        resolve::resolve_on_top(cache, pins, &roots(b), &b.exclude, "pins.toml [containers.builder].exclude", toolchain, say)?
+    };
+    let mut runners = Vec::new();
+    for (key, image) in c.runners() {
+        let p = &image.packages;
+        if p.include.is_empty() {
+            runners.push(Closure { debs: Vec::new() });
+            continue;
+        }
+        say(format!("{}: {}", image.name, roots(p).join(" ")));
+        let debs = resolve::resolve_packages(cache, pins, &roots(p), &p.exclude, &format!("pins.toml [containers.{key}].exclude"), say)?;
+        runners.push(Closure { debs: debs.into_iter().map(|r| r.deb).collect() });
+    }
+    let rust = rust_release(cache, &c.builder.rust, say)?;
+    let cuda = runners.pop().unwrap();
+    let rocm = runners.pop().unwrap();
+    Ok(ContainerClosures { toolchain: sysroot::identity(toolchain), builder, rust, rocm, cuda })
+}
+
+/// The archives of Rust `version` for [`RUST_TARGET`], each downloaded and checked.
+pub fn rust_release(cache: &Cache, version: &str, say: &dyn Fn(String)) -> Result<Vec<RustComponent>> {
+    let url = format!("{RUST_DIST}/channel-rust-{version}.toml");
+    say(format!("Rust {version}: reading {url}"));
+    let sh = Shell::new()?;
+    let text = cmd!(sh, "curl --fail --location --silent --show-error --retry 3 --connect-timeout 20 {url}")
+        .quiet()
+        .read()
+        .with_context(|| format!("cannot read {url}: is {version} a released Rust version?"))?;
+    let channel: toml::Table = toml::from_str(&text).with_context(|| format!("{url} is not a channel file"))?;
+    let mut out = Vec::new();
+    for name in RUST_COMPONENTS {
+        let t = channel
+            .get("pkg")
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("target"))
+            .and_then(|t| t.get(RUST_TARGET))
+            .with_context(|| format!("{url} has no {name} for {RUST_TARGET}"))?;
+        if t.get("available").and_then(|a| a.as_bool()) != Some(true) {
+            bail!("{url}: {name} is not available for {RUST_TARGET}");
+        }
+        let (Some(archive), Some(sha256)) = (t.get("url").and_then(|u| u.as_str()), t.get("hash").and_then(|h| h.as_str())) else {
+            bail!("{url}: {name} for {RUST_TARGET} has no url and hash");
+        };
+        let mut component = RustComponent {
+            name: name.to_string(),
+            version: version.to_string(),
+            target: RUST_TARGET.into(),
+            size: 0,
+            sha256: sha256.to_string(),
+            url: archive.to_string(),
+        };
+        // Downloaded now, so that a hash the channel file gets wrong fails here, not in an image build.
+        let path = crate::fetch_rust(cache, &component)?;
+        component.size = fs::metadata(&path)?.len();
+        fetch::verify_file(&path, sha256, archive)?;
+        say(format!("  {name} {version}: {:.0} MB, sha256 {}", component.size as f64 / 1e6, &sha256[..16]));
+        out.push(component);
+    }
+    Ok(out)
+}

@@ -1,0 +1,74 @@
+//! The checked-in containers/ against what pins.toml generates: this fails
+//! while they differ (run `cargo xtask container --regenerate`), and a pin
+//! edit is shown to make it fail.
+
+use std::path::{Path, PathBuf};
+
+use kiln_container::containerfile;
+use kiln_pins::Pins;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn pins_with(from: &str, to: &str) -> Pins {
+    let path = repo().join("pins.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "the fixture edit `{from}` no longer applies to pins.toml");
+    Pins::parse(&path, &text.replacen(from, to, 1)).unwrap()
+}
+
+#[test]
+fn checked_in_containerfiles_are_what_the_pins_generate() {
+    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
+    let diff = containerfile::check(&repo(), &pins).unwrap();
+    assert!(diff.is_empty(), "containers/ is stale; run `cargo xtask container --regenerate`:\n  {}", diff.join("\n  "));
+}
+
+#[test]
+fn a_pin_edit_makes_them_stale() {
+    // Another base image: every Containerfile names it.
+    let pins = pins_with("trixie-20260918-slim@sha256:a99c", "trixie-20261001-slim@sha256:a99c");
+    let diff = containerfile::check(&repo(), &pins).unwrap();
+    for image in ["builder", "rocm", "cuda"] {
+        let file = format!("containers/{image}/Containerfile differs");
+        assert!(diff.iter().any(|d| d.starts_with(&file)), "{file}: {diff:?}");
+    }
+    // Another mirror: the package lists stay, the Containerfiles that download change.
+    let pins = pins_with("\"http://deb.debian.org/debian\"", "\"http://ftp.debian.org/debian\"");
+    let diff = containerfile::check(&repo(), &pins).unwrap();
+    assert!(diff.iter().any(|d| d.starts_with("containers/rocm/Containerfile")), "{diff:?}");
+    assert!(!diff.iter().any(|d| d.contains("packages.txt")), "{diff:?}");
+}
+
+#[test]
+fn every_listed_package_is_a_pinned_one_in_unpack_order() {
+    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
+    let closures = kiln_container::closures(&pins).unwrap();
+    let files = containerfile::generate(&pins).unwrap();
+    let get = |p: &str| String::from_utf8(files.iter().find(|(f, _)| f == Path::new(p)).unwrap().1.clone()).unwrap();
+    let lines: Vec<String> = get("containers/builder/packages.txt").lines().filter(|l| !l.starts_with('#')).map(String::from).collect();
+    let want: Vec<String> =
+        pins.closure().unwrap().debs.iter().chain(&closures.builder.debs).map(|d| format!("{} {} {}", d.sha256, d.size, d.path)).collect();
+    assert_eq!(lines, want, "the builder unpacks the toolchain closure first, in pins.toml's order, as the sysroot does");
+    let record = get("containers/builder/rootfs/.kiln/sysroot.json");
+    let record: kiln_toolchain::sysroot::Record = serde_json::from_str(&record).unwrap();
+    assert_eq!(record, kiln_toolchain::sysroot::record(pins.closure().unwrap()), "the builder carries the sysroot's own record");
+    let rocm = get("containers/rocm/packages.txt");
+    for d in &closures.rocm.debs {
+        assert!(rocm.contains(&format!("{} {} {}", d.sha256, d.size, d.path)), "{} is not listed", d.name);
+    }
+    assert!(!files.iter().any(|(f, _)| f == Path::new("containers/cuda/packages.txt")), "the CUDA runner installs nothing");
+}
+
+#[test]
+fn a_closure_resolved_on_another_toolchain_is_refused() {
+    let (from, to) = {
+        let pins = Pins::load(&repo().join("pins.toml")).unwrap();
+        let id = kiln_toolchain::sysroot::identity(pins.closure().unwrap());
+        (format!("toolchain = \"{id}\""), format!("toolchain = \"{}\"", "0".repeat(64)))
+    };
+    let pins = pins_with(&from, &to);
+    let e = containerfile::check(&repo(), &pins).unwrap_err().to_string();
+    assert!(e.contains("resolved on top of toolchain 000000000000") && e.contains("cargo xtask container --update"), "{e}");
+}

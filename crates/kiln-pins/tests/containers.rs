@@ -1,0 +1,125 @@
+//! `[containers]` in the pin file: the repository's table, its mistakes (each
+//! named by line), and the generated part surviving a toolchain update.
+
+use std::path::{Path, PathBuf};
+
+use kiln_pins::Pins;
+
+fn real() -> (PathBuf, String) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pins.toml");
+    let text = std::fs::read_to_string(&path).expect("the repository's pins.toml");
+    (path, text)
+}
+
+fn broken(from: &str, to: &str) -> kiln_pins::PinError {
+    let (_, text) = real();
+    assert!(text.contains(from), "the fixture edit `{from}` no longer applies to pins.toml");
+    Pins::parse(Path::new("pins.toml"), &text.replacen(from, to, 1)).expect_err("the edited pin file must be refused")
+}
+
+fn line_of(needle: &str) -> usize {
+    let (_, text) = real();
+    text[..text.find(needle).unwrap()].matches('\n').count() + 1
+}
+
+#[test]
+fn the_repository_table_is_complete() {
+    let (path, _) = real();
+    let pins = Pins::load(&path).unwrap();
+    let c = pins.containers.as_ref().expect("pins.toml has [containers]");
+    assert_eq!([c.builder.name.as_str(), c.rocm.name.as_str(), c.cuda.name.as_str()], ["kiln-builder", "kiln-runner-rocm", "kiln-runner-cuda"]);
+    assert!(c.base.digest.starts_with("sha256:") && c.base.pinned().contains('@'));
+    let closures = c.closures(&path).expect("the generated container closures are there");
+    let toolchain = pins.closure().unwrap();
+    // The builder's packages sit on the toolchain: none of them is one of its packages.
+    for d in &closures.builder.debs {
+        assert!(toolchain.find(&d.name).is_none(), "{} is in both", d.name);
+    }
+    assert!(closures.builder.find("bubblewrap").is_some());
+    assert_eq!(closures.rust.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["rustc", "cargo", "rust-std"]);
+    // The ROCm runner's HIP runtime is the version the HIP headers in the toolchain are.
+    assert_eq!(closures.rocm.find("libamdhip64-5").unwrap().version, pins.toolchain.hip.version);
+}
+
+#[test]
+fn a_base_image_without_a_digest_is_refused_on_its_line() {
+    let (_, text) = real();
+    let base = text.lines().find(|l| l.starts_with("base = ")).unwrap();
+    let tag_only = base.split('@').next().unwrap().to_string() + "\"";
+    let e = broken(base, &tag_only);
+    assert_eq!(e.line, line_of("base = "), "{e}");
+    assert!(e.message.contains("not pinned by digest"), "{e}");
+    assert!(e.help.as_deref().unwrap_or("").contains("@sha256:"), "{e}");
+}
+
+#[test]
+fn unknown_keys_in_the_image_tables_are_refused() {
+    let e = broken("name = \"kiln-runner-rocm\"", "name = \"kiln-runner-rocm\"\ninclde = []");
+    assert!(e.message.contains("inclde"), "{e}");
+    assert_eq!(e.line, line_of("name = \"kiln-runner-rocm\"") + 1, "{e}");
+}
+
+#[test]
+fn a_root_bumped_without_update_is_refused() {
+    let e = broken("\"libamdhip64-5=5.7.1-6+deb13u1\"", "\"libamdhip64-5=5.7.1-9\"");
+    assert!(e.message.contains("libamdhip64-5 is pinned to 5.7.1-9") && e.message.contains("has 5.7.1-6+deb13u1"), "{e}");
+    assert!(e.help.as_deref().unwrap_or("").contains("cargo xtask container --update"), "{e}");
+    assert_eq!(e.line, line_of("[containers.rocm.closure]"), "{e}");
+}
+
+#[test]
+fn a_rust_bump_without_update_is_refused() {
+    let e = broken("rust = \"1.95.0\"", "rust = \"1.96.0\"");
+    assert!(e.message.contains("containers.builder.rust is 1.96.0 but the generated rustc archive is 1.95.0"), "{e}");
+    let e = broken("rust = \"1.95.0\"", "rust = \"stable\"");
+    assert!(e.message.contains("not a Rust release"), "{e}");
+}
+
+#[test]
+fn the_builder_cannot_carry_a_second_copy_of_a_toolchain_package() {
+    let (_, text) = real();
+    // Move the toolchain's first package into the builder's closure as well.
+    let deb = text.lines().find(|l| l.starts_with("  { name = \"base-files\"")).unwrap().to_string();
+    let at = text.find("[containers.builder.closure]").unwrap();
+    let debs = at + text[at..].find("debs = [\n").unwrap() + "debs = [\n".len();
+    let edited = format!("{}{deb}\n{}", &text[..debs], &text[debs..]);
+    let e = Pins::parse(Path::new("pins.toml"), &edited).unwrap_err();
+    assert!(e.message.contains("`base-files") && e.message.contains("[toolchain.closure] already has"), "{e}");
+}
+
+#[test]
+fn bad_names_and_patterns_name_their_line() {
+    let e = broken("include = [\"bubblewrap\"", "include = [\"Bubble Wrap\"");
+    assert!(e.message.contains("not a Debian package name"), "{e}");
+    assert_eq!(e.line, line_of("include = [\"bubblewrap\""), "{e}");
+    let e = broken("name = \"kiln-builder\"", "name = \"Kiln Builder\"");
+    assert!(e.message.contains("not an image name"), "{e}");
+    let e = broken("source_date_epoch = ", "source_date_epoch = -");
+    assert!(e.message.contains("not a time"), "{e}");
+}
+
+#[test]
+fn a_toolchain_update_keeps_the_container_closures_and_regenerating_is_stable() {
+    let (path, text) = real();
+    let pins = Pins::load(&path).unwrap();
+    // `pins update` rewrites only the toolchain closure; the container tables below it survive.
+    assert_eq!(kiln_pins::with_closure(&text, pins.closure().unwrap()), text);
+    let closures = pins.containers.as_ref().unwrap().closures(&path).unwrap();
+    assert_eq!(kiln_pins::with_generated(&text, pins.closure().unwrap(), Some(&closures)), text);
+    // Without them, the file still loads (the table's closures are then missing, and say how to make them).
+    let bare = kiln_pins::with_generated(&text, pins.closure().unwrap(), None);
+    let p = Pins::parse(Path::new("pins.toml"), &bare).unwrap();
+    let e = p.containers.as_ref().unwrap().closures(Path::new("pins.toml")).unwrap_err();
+    assert!(e.to_string().contains("cargo xtask container --update"), "{e}");
+}
+
+#[test]
+fn a_pin_file_without_the_table_still_loads() {
+    let (_, text) = real();
+    let start = text.find("\n[containers]\n").unwrap();
+    let end = text.find(kiln_pins::GENERATED_MARKER).unwrap();
+    let head = format!("{}\n{}", &text[..start], &text[end..]);
+    let cut = head.find("\n[containers.builder.closure]").unwrap();
+    let p = Pins::parse(Path::new("pins.toml"), &head[..cut]).unwrap();
+    assert!(p.containers.is_none());
+}

@@ -1,0 +1,117 @@
+//! `cargo xtask container`: the builder and runner images (docs/containers.md).
+//! The work is in crates/kiln-container; this is the command line around it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use kiln_container::containerfile;
+use kiln_pins::Pins;
+use kiln_toolchain::Cache;
+
+#[derive(clap::Args, Debug)]
+#[command(long_about = "Build kiln's container images from pins.toml [containers].\n\n\
+    Without flags: regenerate containers/*/ (Containerfiles and package lists) and write the \
+    builder image as an OCI layout in target/containers/kiln-builder.oci, without any container \
+    engine: the pinned toolchain closure unpacked as the root filesystem, plus the builder's \
+    packages and Rust, as one deterministic layer. Two builds give the same digest. Publish it with \
+    `skopeo copy oci:target/containers/kiln-builder.oci:latest docker://REGISTRY/kiln-builder`.")]
+pub struct Args {
+    /// Re-resolve [containers] (on top of the pinned toolchain, which stays as it is) into
+    /// pins.toml's generated part, then regenerate containers/*/.
+    #[arg(long)]
+    pub update: bool,
+    /// Write containers/*/ (Containerfiles, package lists) from pins.toml.
+    #[arg(long)]
+    pub regenerate: bool,
+    /// Write nothing; fail if containers/*/ differ from what pins.toml generates.
+    #[arg(long, conflicts_with_all = ["update", "regenerate"])]
+    pub check: bool,
+    /// Write the builder's root filesystem as a tar (OUT/kiln-builder.rootfs.tar).
+    #[arg(long)]
+    pub rootfs: bool,
+    /// Write the builder image as an OCI image layout (OUT/kiln-builder.oci).
+    #[arg(long)]
+    pub oci: bool,
+    /// Where --rootfs and --oci write.
+    #[arg(long, default_value = "target/containers", value_name = "OUT")]
+    pub out: PathBuf,
+}
+
+pub fn run(pins_path: &Path, mut args: Args) -> Result<()> {
+    if !(args.update || args.regenerate || args.check || args.rootfs || args.oci) {
+        args.regenerate = true;
+        args.oci = true;
+    }
+    let repo = crate::project_root();
+    let mut pins = crate::load_pins(pins_path)?;
+    if args.update {
+        let cache = Cache::from_env()?;
+        pins = update(pins_path, &pins, &cache)?;
+        args.regenerate = true;
+    }
+    if args.check {
+        let diff = containerfile::check(&repo, &pins)?;
+        if !diff.is_empty() {
+            bail!(
+                "containers/ is out of date with {}:\n  {}\n  help: run `cargo xtask container --regenerate` and commit the result",
+                pins_path.display(),
+                diff.join("\n  ")
+            );
+        }
+        println!("containers/: up to date with {}", pins_path.display());
+    }
+    if args.regenerate {
+        let changed = containerfile::write(&repo, &pins)?;
+        if changed.is_empty() {
+            println!("containers/: already up to date");
+        }
+        for line in changed {
+            println!("{line}");
+        }
+    }
+    if args.rootfs || args.oci {
+        let cache = Cache::from_env()?;
+        let all = kiln_container::default_outputs(&args.out, &pins)?;
+        let outputs = kiln_container::Outputs {
+            rootfs: if args.rootfs { all.rootfs } else { None },
+            oci: if args.oci { all.oci } else { None },
+        };
+        let built = kiln_container::build(&cache, &pins, &outputs, &|l| crate::say(l))?;
+        let r = &built.rootfs;
+        if let Some(path) = &outputs.rootfs {
+            println!("rootfs  {}  sha256:{}  {} bytes, {} entries", path.display(), r.sha256, r.bytes, r.entries);
+        } else {
+            println!("rootfs  sha256:{}  {} bytes, {} entries (the layer's diff_id)", r.sha256, r.bytes, r.entries);
+        }
+        if let Some(image) = &built.image {
+            let checked = kiln_container::oci::verify_layout(&image.dir).context("the image just written does not read back")?;
+            anyhow::ensure!(checked.digest == image.digest, "the image reads back as {}, not {}", checked.digest, image.digest);
+            println!("image   {}  {}  (layer {}, {} bytes)", image.dir.display(), image.digest, image.layer.digest, image.layer.size);
+        }
+        println!("built in {:.0} s", built.seconds);
+    }
+    Ok(())
+}
+
+/// Resolves the container closures on top of `pins`' toolchain closure and
+/// rewrites the generated part of the pin file; returns the pins as written.
+pub fn update(path: &Path, pins: &Pins, cache: &Cache) -> Result<Pins> {
+    let closures = kiln_container::resolve::resolve(cache, pins, &|l| crate::say(l))?;
+    let text = std::fs::read_to_string(path)?;
+    let new = kiln_pins::with_generated(&text, pins.closure()?, Some(&closures));
+    // A pin file kiln cannot load is never written.
+    let pins = Pins::parse(path, &new).context("the regenerated pin file does not check")?;
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, &new)?;
+    std::fs::rename(&tmp, path)?;
+    println!(
+        "{}: builder +{} packages, Rust {} ({} archives); rocm {} packages; cuda {} packages",
+        path.display(),
+        closures.builder.debs.len(),
+        kiln_container::containers(&pins)?.builder.rust,
+        closures.rust.len(),
+        closures.rocm.debs.len(),
+        closures.cuda.debs.len()
+    );
+    Ok(pins)
+}
