@@ -210,7 +210,7 @@ fn connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             }
         }
         let close = version == "HTTP/1.0" || headers.get("connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
-        if headers.get("transfer-encoding").is_some() {
+        if headers.contains_key("transfer-encoding") {
             send(&mut writer, &error(411, "send a Content-Length"), true)?;
             return Ok(());
         }

@@ -1,0 +1,612 @@
+//! `cargo xtask publish` for real, end to end: the crates `cargo xtask dist`
+//! packaged (target/dist/crates) are published by the xtask binary to a
+//! sparse registry that kiln-publish serves on loopback, then fresh consumer
+//! crates resolve them from it and build with real cargo, with no nvcc,
+//! hipcc, CUDA or ROCm on their PATH: as a plain dependency, and as the
+//! drop-in for candle-kernels through `[patch.crates-io]` (from the registry
+//! and from dist's generated sources), next to upstream's crate failing for
+//! want of nvcc. Then the refusals: a dry run uploads nothing, a tampered
+//! `.crate`, one over the size limit and a conflicting version are refused.
+//!
+//! Needs a full `cargo xtask dist` (`cargo xtask test` runs it first), or
+//! `KILN_DIST_DIR` naming one; without it these tests fail, never skip.
+//! crates.io must be reachable for the consumers' ordinary dependencies
+//! (serde, ruzstd, ...); their `.crate` files are seeded from the local cargo
+//! cache when it has them.
+
+use std::{
+    collections::BTreeMap,
+    ffi::OsString,
+    fs,
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    time::Instant,
+};
+
+use kiln_manifest::{Kind, Manifest};
+use kiln_publish::server::{self, Server};
+use serde::Deserialize;
+
+const TOKEN: &str = "kiln-test-token";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn dist() -> PathBuf {
+    let dir = std::env::var_os("KILN_DIST_DIR").map_or_else(|| repo().join("target/dist"), PathBuf::from);
+    assert!(
+        dir.join("crates/crates.json").is_file(),
+        "{} has no crates/crates.json: run `cargo xtask dist` first (`cargo xtask test` does), or set KILN_DIST_DIR",
+        dir.display()
+    );
+    dir
+}
+
+#[derive(Deserialize, Clone, Debug)]
+struct Record {
+    name: String,
+    version: String,
+    file: String,
+    size: u64,
+    sha256: String,
+}
+
+fn records(dist: &Path) -> Vec<Record> {
+    serde_json::from_str(&fs::read_to_string(dist.join("crates/crates.json")).unwrap()).unwrap()
+}
+
+fn record<'a>(records: &'a [Record], name: &str) -> &'a Record {
+    records.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("crates.json has no {name}"))
+}
+
+fn manifest(dist: &Path) -> Manifest {
+    Manifest::from_json(&fs::read_to_string(dist.join("manifest.json")).unwrap(), "manifest.json").unwrap()
+}
+
+/// A folder in the system temp dir, removed when dropped.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(label: &str) -> Temp {
+        let p = std::env::temp_dir().join(format!("kiln-publish-{label}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        Temp(p)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!("--- stdout\n{}\n--- stderr\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// `cargo xtask publish ...`: the real binary, with the registry given as
+/// cargo takes it from the environment.
+fn publish(server: &Server, args: &[&str], token: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.arg("publish").args(["--registry", "kiln"]).args(args);
+    cmd.env("CARGO_REGISTRIES_KILN_INDEX", server.index_url()).env_remove("CARGO_REGISTRIES_KILN_TOKEN");
+    if let Some(t) = token {
+        cmd.env("CARGO_REGISTRIES_KILN_TOKEN", t);
+    }
+    cmd.output().expect("the xtask binary runs")
+}
+
+/// A registry served from `dir`, holding every packaged crate.
+fn registry_with_everything(dir: &Path) -> Server {
+    let server = Server::start(dir, "127.0.0.1:0", server::Options { token: Some(TOKEN.into()), ..Default::default() }).unwrap();
+    let start = Instant::now();
+    let out = publish(&server, &["--execute"], Some(TOKEN));
+    let log = text(&out);
+    assert!(out.status.success(), "publishing failed:\n{log}");
+    let recs = records(&dist());
+    for r in &recs {
+        assert!(log.contains(&format!("{} {}: uploaded ({} bytes)", r.name, r.version, r.size)), "{} was not uploaded:\n{log}", r.name);
+        // What the index says is what was packaged.
+        let line = fs::read_to_string(dir.join("index").join(kiln_publish::registry::index_path(&r.name))).unwrap();
+        let entry: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+        assert_eq!((entry["vers"].as_str(), entry["cksum"].as_str()), (Some(r.version.as_str()), Some(r.sha256.as_str())), "{line}");
+    }
+    assert!(log.contains(&format!("done: {} uploaded, 0 already there, 0 skipped", recs.len())), "{log}");
+    eprintln!("published {} crates to {} in {:.1?}", recs.len(), server.index_url(), start.elapsed());
+    server
+}
+
+// ---- consumers -----------------------------------------------------------
+
+/// The environment a consumer builds in: a PATH without nvcc or hipcc (and
+/// no directory named for CUDA or ROCm), no CUDA/ROCm variables or library
+/// paths, its own CARGO_HOME knowing the `kiln` registry.
+struct Consumer {
+    home: PathBuf,
+    target: PathBuf,
+    path: OsString,
+}
+
+fn real_cargo_home() -> PathBuf {
+    std::env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| Path::new(&std::env::var_os("HOME").unwrap()).join(".cargo"))
+}
+
+fn is_gpu_sdk_dir(dir: &Path) -> bool {
+    let lower = dir.to_string_lossy().to_lowercase();
+    lower.contains("cuda") || lower.contains("rocm") || ["nvcc", "hipcc"].iter().any(|t| dir.join(t).exists())
+}
+
+impl Consumer {
+    /// `label` keeps one CARGO_HOME per test (a test holds its lock for its
+    /// whole run); the target dir is shared, so crates.io dependencies build once.
+    fn new(label: &str, server: &Server) -> (Consumer, fs::File) {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let home = base.join(format!("consumer-home-{label}"));
+        fs::create_dir_all(&home).unwrap();
+        let lock = fs::File::create(base.join(format!("consumer-home-{label}.lock"))).unwrap();
+        lock.lock().unwrap();
+        // Registries of earlier runs were on other ports.
+        for sub in ["index", "cache", "src"] {
+            if let Ok(rd) = fs::read_dir(home.join("registry").join(sub)) {
+                for e in rd.flatten() {
+                    if e.file_name().to_string_lossy().starts_with("127.0.0.1-") {
+                        fs::remove_dir_all(e.path()).unwrap();
+                    }
+                }
+            }
+        }
+        seed_crates_io_cache(&home);
+        fs::write(home.join("config.toml"), format!("[registries.kiln]\nindex = \"{}\"\n\n[net]\nretry = 5\n", server.index_url())).unwrap();
+        let path = std::env::join_paths(std::env::split_paths(&std::env::var_os("PATH").unwrap()).filter(|d| !is_gpu_sdk_dir(d))).unwrap();
+        let c = Consumer { home, target: base.join("consumer-target"), path };
+        c.assert_no_gpu_sdk();
+        (c, lock)
+    }
+
+    fn command(&self, program: &str, dir: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(dir).env_clear();
+        cmd.env("PATH", &self.path).env("CARGO_HOME", &self.home).env("CARGO_TARGET_DIR", &self.target).env("CARGO_TERM_COLOR", "never");
+        for keep in ["HOME", "TMPDIR", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "SSL_CERT_FILE", "SSL_CERT_DIR", "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
+            if let Some(v) = std::env::var_os(keep) {
+                cmd.env(keep, v);
+            }
+        }
+        // The registry is on loopback, never behind a proxy.
+        let no_proxy = std::env::var("no_proxy").or_else(|_| std::env::var("NO_PROXY")).map_or("127.0.0.1".to_string(), |v| format!("{v},127.0.0.1"));
+        cmd.env("no_proxy", &no_proxy).env("NO_PROXY", &no_proxy);
+        cmd
+    }
+
+    fn cargo(&self, dir: &Path, args: &[&str]) -> Output {
+        let start = Instant::now();
+        let out = self.command("cargo", dir).args(args).output().expect("cargo runs");
+        eprintln!("cargo {} in {}: {:.1?}", args.join(" "), dir.display(), start.elapsed());
+        out
+    }
+
+    /// The machine and the environment have no GPU compiler to find: not on
+    /// PATH, nor where candle-kernels' build (cudaforge) or cudarc look.
+    fn assert_no_gpu_sdk(&self) {
+        for tool in ["nvcc", "hipcc"] {
+            let out = self.command("sh", Path::new("/")).args(["-c", &format!("command -v {tool}")]).output().unwrap();
+            assert!(!out.status.success(), "{tool} is on the consumer's PATH ({}): this test needs a machine without it", String::from_utf8_lossy(&out.stdout).trim());
+        }
+        for standard in ["/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc", "/usr/lib/cuda/bin/nvcc", "/usr/bin/nvcc", "/opt/rocm/bin/hipcc", "/usr/bin/hipcc"] {
+            assert!(!Path::new(standard).exists(), "{standard} exists: this test shows builds on a machine without CUDA or ROCm, run it on one");
+        }
+    }
+}
+
+/// Hard links (else copies) of the `.crate` files in the local cargo cache,
+/// so that the consumers download from crates.io only what it lacks.
+fn seed_crates_io_cache(home: &Path) {
+    let Ok(rd) = fs::read_dir(real_cargo_home().join("registry/cache")) else { return };
+    for dir in rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("index.crates.io-")) {
+        let to = home.join("registry/cache").join(dir.file_name());
+        fs::create_dir_all(&to).unwrap();
+        for f in fs::read_dir(dir.path()).unwrap().flatten() {
+            let dest = to.join(f.file_name());
+            if !dest.exists() && fs::hard_link(f.path(), &dest).is_err() {
+                let _ = fs::copy(f.path(), &dest);
+            }
+        }
+    }
+}
+
+/// A consumer crate at `dir`: `deps` and `extra` go into its Cargo.toml.
+fn consumer_crate(dir: &Path, name: &str, deps: &str, extra: &str, main_rs: &str) {
+    fs::create_dir_all(dir.join("src")).unwrap();
+    fs::write(
+        dir.join("Cargo.toml"),
+        format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n[dependencies]\n{deps}\n{extra}\n[workspace]\n"),
+    )
+    .unwrap();
+    fs::write(dir.join("src/main.rs"), main_rs).unwrap();
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
+}
+
+/// The names of candle's modules, in the manifest's order of first PTX.
+fn modules(m: &Manifest) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for a in m.artifacts.iter().filter(|a| a.kind == Kind::Ptx) {
+        if !v.contains(&a.module) {
+            v.push(a.module.clone());
+        }
+    }
+    v
+}
+
+/// A program over the drop-in API (plus `kiln`), printing what the test
+/// checks against the dist folder: every module's PTX (length, hash, first
+/// line, `.target`), the manifest's artifact counts and toolchain identity,
+/// and an `ffi` function's address, which links the static library and the
+/// static CUDA runtime for real.
+fn program(krate: &str, modules: &[String]) -> String {
+    let consts: Vec<String> = modules.iter().map(|m| format!("(\"{m}\", &k::{})", m.to_uppercase())).collect();
+    format!(
+        r#"use {krate} as k;
+
+fn fnv1a(bytes: &[u8]) -> u64 {{
+    bytes.iter().fold(0xcbf29ce484222325, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
+}}
+
+fn main() {{
+    println!("ids {{}}", k::ALL_IDS.len());
+    println!("level {{}}", k::kiln::chosen_ptx_level());
+    let modules: [(&str, &k::Module); {n}] = [{consts}];
+    for (name, m) in modules {{
+        let ptx = m.ptx();
+        let first = ptx.lines().next().unwrap_or("");
+        let target = ptx.lines().find(|l| l.starts_with(".target")).unwrap_or("none");
+        println!("ptx {{name}} {{}} {{}} {{:016x}} {{first}} | {{target}}", m.index(), ptx.len(), fnv1a(ptx.as_bytes()));
+    }}
+    let mut kinds = std::collections::BTreeMap::new();
+    for a in &k::kiln::manifest().artifacts {{
+        *kinds.entry(format!("{{:?}}", a.kind).to_lowercase()).or_insert(0) += 1;
+    }}
+    for (kind, n) in kinds {{
+        println!("artifacts {{kind}} {{n}}");
+    }}
+    println!("toolchain {{}}", k::kiln::toolchain().identity);
+    let f = k::ffi::moe_gemm_wmma as *const ();
+    println!("ffi {{}}", f as usize);
+}}
+"#,
+        n = modules.len(),
+        consts = consts.join(", ")
+    )
+}
+
+/// Builds and runs the consumer; checks its output against the dist folder.
+fn build_run_check(c: &Consumer, dir: &Path, bin: &str) -> String {
+    let build = c.cargo(dir, &["build"]);
+    assert!(build.status.success(), "the consumer did not build:\n{}", text(&build));
+    let stderr = String::from_utf8_lossy(&build.stderr);
+    assert!(!stderr.contains("was not used in the crate graph"), "a patch was left unused:\n{stderr}");
+    let exe = c.target.join("debug").join(bin);
+    let run = c.command(exe.to_str().unwrap(), dir).output().unwrap();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "the consumer failed:\n{}", text(&run));
+    check_output(&out);
+    check_needed(&exe);
+    out
+}
+
+fn check_output(out: &str) {
+    let dist = dist();
+    let m = manifest(&dist);
+    let mods = modules(&m);
+    let field = |key: &str| -> String {
+        out.lines().find_map(|l| l.strip_prefix(&format!("{key} "))).unwrap_or_else(|| panic!("no `{key}` line in:\n{out}")).to_string()
+    };
+    assert_eq!(field("ids"), mods.len().to_string(), "{out}");
+    let level = field("level");
+    assert!(m.artifacts.iter().any(|a| a.kind == Kind::Ptx && a.arch == level), "chosen PTX level {level} is not in the manifest");
+    let sm = level.replace("compute_", "sm_");
+    for (i, name) in mods.iter().enumerate() {
+        let line = field(&format!("ptx {name}"));
+        let expected = fs::read(dist.join(format!("cuda/{level}/{name}.ptx"))).unwrap();
+        let first = String::from_utf8_lossy(&expected).lines().next().unwrap_or("").to_string();
+        assert_eq!(
+            line,
+            format!("{i} {} {:016x} {first} | .target {sm}", expected.len(), fnv1a(&expected)),
+            "{name}: Module::ptx() is not dist's cuda/{level}/{name}.ptx"
+        );
+    }
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for a in &m.artifacts {
+        *kinds.entry(format!("{:?}", a.kind).to_lowercase()).or_default() += 1;
+    }
+    for (kind, n) in &kinds {
+        assert_eq!(field(&format!("artifacts {kind}")), n.to_string(), "every {kind} of the dist is carried (all features on):\n{out}");
+    }
+    assert_eq!(field("toolchain"), m.toolchain.identity);
+    assert_ne!(field("ffi"), "0", "ffi::moe_gemm_wmma has no address");
+}
+
+/// The executable's shared libraries: system ones only. The static library
+/// and NVIDIA's static CUDA runtime are inside; libcuda is opened at run time.
+fn check_needed(exe: &Path) {
+    use object::read::elf::{Dyn, FileHeader, SectionTable};
+    let data = fs::read(exe).unwrap();
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(&*data).unwrap();
+    let endian = header.endian().unwrap();
+    let sections: SectionTable<'_, object::elf::FileHeader64<object::Endianness>> = header.sections(endian, &*data).unwrap();
+    let (dynamic, link) = sections.dynamic(endian, &*data).unwrap().expect("a dynamically linked executable");
+    let strings = sections.strings(endian, &*data, link).unwrap();
+    let needed: Vec<String> = dynamic
+        .iter()
+        .filter(|d| d.tag32(endian) == Some(object::elf::DT_NEEDED))
+        .map(|d| String::from_utf8_lossy(d.string(endian, strings).unwrap()).into_owned())
+        .collect();
+    eprintln!("{} needs {needed:?}", exe.display());
+    for lib in &needed {
+        let l = lib.to_lowercase();
+        assert!(!["cuda", "nvrtc", "cublas", "hip", "amd", "roc"].iter().any(|w| l.contains(w)), "{} needs {lib}", exe.display());
+    }
+    assert!(needed.iter().any(|l| l.starts_with("libstdc++")), "the static library's C++ runtime is linked: {needed:?}");
+}
+
+fn version_req(version: &str) -> String {
+    format!("={}", version.split('+').next().unwrap())
+}
+
+// ---- the tests -----------------------------------------------------------
+
+#[test]
+fn fresh_consumer_resolves_and_builds_with_no_gpu_sdk() {
+    let dist = dist();
+    let recs = records(&dist);
+    let main = record(&recs, "kiln-candle-kernels");
+    let tmp = Temp::new("consumer");
+    let server = registry_with_everything(&tmp.0.join("registry"));
+    let (c, _lock) = Consumer::new("plain", &server);
+    let dir = tmp.0.join("consumer");
+    let deps = format!("kiln-candle-kernels = {{ version = \"{}\", registry = \"kiln\" }}", version_req(&main.version));
+    consumer_crate(&dir, "plain-consumer", &deps, "", &program("kiln_candle_kernels", &modules(&manifest(&dist))));
+    let out = build_run_check(&c, &dir, "plain-consumer");
+    eprintln!("{out}");
+
+    let tree = c.cargo(&dir, &["tree", "--prefix", "none", "--edges", "normal,build"]);
+    let tree = String::from_utf8_lossy(&tree.stdout).into_owned();
+    for r in &recs {
+        if r.name != "candle-kernels" {
+            assert!(tree.contains(&format!("{} v{} (registry `kiln`)", r.name, r.version)), "{} is not in the graph:\n{tree}", r.name);
+        }
+    }
+}
+
+#[test]
+fn drop_in_replaces_upstream_through_patch() {
+    let dist = dist();
+    let recs = records(&dist);
+    let shim = record(&recs, "candle-kernels");
+    let tmp = Temp::new("drop-in");
+    let server = registry_with_everything(&tmp.0.join("registry"));
+    let (c, _lock) = Consumer::new("drop-in", &server);
+    let main_rs = program("candle_kernels", &modules(&manifest(&dist)));
+    let upstream = "candle-kernels = \"0.11.1\"";
+
+    // Upstream's own crate needs nvcc in its build script, which is not there.
+    let plain = tmp.0.join("upstream");
+    consumer_crate(&plain, "upstream-consumer", upstream, "", &main_rs);
+    let failed = c.cargo(&plain, &["build"]);
+    let log = text(&failed);
+    assert!(!failed.status.success(), "upstream candle-kernels built without nvcc?\n{log}");
+    assert!(log.contains("candle-kernels v0.11.1") && log.contains("nvcc") && log.contains("failed to run custom build command"), "{log}");
+
+    // The documented patch: upstream's name, from the registry.
+    let patched = tmp.0.join("patched");
+    let patch = format!("[patch.crates-io]\ncandle-kernels = {{ version = \"{}\", registry = \"kiln\" }}\n", version_req(&shim.version));
+    consumer_crate(&patched, "patched-consumer", upstream, &patch, &main_rs);
+    let out = build_run_check(&c, &patched, "patched-consumer");
+    eprintln!("{out}");
+    let tree = c.cargo(&patched, &["tree", "--edges", "normal,build"]);
+    let tree = String::from_utf8_lossy(&tree.stdout).into_owned();
+    assert!(tree.contains(&format!("candle-kernels v{} (registry `kiln`)", shim.version)), "{tree}");
+    assert!(tree.contains(&format!("kiln-candle-kernels v{} (registry `kiln`)", shim.version)), "{tree}");
+    assert!(!tree.contains("cudaforge") && !tree.contains("candle-kernels v0.11.1\n"), "upstream's crate is still in the graph:\n{tree}");
+
+    // The same patch by path, at the generated sources dist keeps.
+    let vendored = tmp.0.join("vendored");
+    let sources = dist.join("crates/src/shim");
+    assert!(sources.join("Cargo.toml").is_file(), "dist keeps no generated sources at {}", sources.display());
+    let patch = format!("[patch.crates-io]\ncandle-kernels = {{ path = \"{}\" }}\n", sources.display());
+    consumer_crate(&vendored, "vendored-consumer", upstream, &patch, &main_rs);
+    build_run_check(&c, &vendored, "vendored-consumer");
+    let tree = c.cargo(&vendored, &["tree", "--prefix", "none"]);
+    let tree = String::from_utf8_lossy(&tree.stdout).into_owned();
+    assert!(tree.contains(&format!("candle-kernels v{} ({})", shim.version, sources.display())), "{tree}");
+}
+
+/// A copy of the dist's crates (and manifest) to change, in `to`.
+fn copy_dist(to: &Path) -> Vec<Record> {
+    let dist = dist();
+    fs::create_dir_all(to.join("crates")).unwrap();
+    let recs = records(&dist);
+    for r in &recs {
+        fs::copy(dist.join(&r.file), to.join(&r.file)).unwrap();
+    }
+    fs::copy(dist.join("crates/crates.json"), to.join("crates/crates.json")).unwrap();
+    recs
+}
+
+fn write_records(dist: &Path, recs: &[Record]) {
+    let json: Vec<serde_json::Value> = recs
+        .iter()
+        .map(|r| serde_json::json!({ "name": r.name, "version": r.version, "file": r.file, "size": r.size, "sha256": r.sha256 }))
+        .collect();
+    fs::write(dist.join("crates/crates.json"), serde_json::to_string_pretty(&json).unwrap()).unwrap();
+}
+
+/// `crate_file` rebuilt with one more file at `extra` (a real, consistent
+/// package that differs from what dist made).
+fn repack(crate_file: &Path, extra: &str, bytes: &[u8]) {
+    let original = fs::read(crate_file).unwrap();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&original[..]));
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()));
+    let mut prefix = String::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().into_owned();
+        prefix = path.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+        let mut header = entry.header().clone();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+        builder.append_data(&mut header, &path, &data[..]).unwrap();
+    }
+    let mut header = tar::Header::new_gnu();
+    header.set_size(bytes.len() as u64);
+    header.set_mode(0o644);
+    builder.append_data(&mut header, format!("{prefix}/{extra}"), bytes).unwrap();
+    fs::write(crate_file, builder.into_inner().unwrap().finish().unwrap()).unwrap();
+}
+
+fn update_record(dist: &Path, recs: &mut [Record], name: &str) {
+    let r = recs.iter_mut().find(|r| r.name == name).unwrap();
+    let bytes = fs::read(dist.join(&r.file)).unwrap();
+    r.size = bytes.len() as u64;
+    r.sha256 = kiln_publish::packaged::sha256_hex(&bytes);
+    write_records(dist, recs);
+}
+
+fn uploads(registry: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![registry.join("crates"), registry.join("index")];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                found.push(e.path().strip_prefix(registry).unwrap().display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Bytes that zstd and gzip cannot shrink.
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn dry_run_uploads_nothing_and_refusals_are_clear() {
+    let tmp = Temp::new("refusals");
+    let reg_dir = tmp.0.join("registry");
+    let server = Server::start(&reg_dir, "127.0.0.1:0", server::Options { token: Some(TOKEN.into()), ..Default::default() }).unwrap();
+    let dist = dist();
+    let recs = records(&dist);
+
+    // The dry run: every crate with its size, sha256 and dependencies, in
+    // dependency order; nothing sent (no token needed either).
+    let out = publish(&server, &[], None);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains(&format!("dry run: would publish to registry `kiln` ({}", server.index_url())), "{log}");
+    assert!(log.contains("dry run: nothing uploaded; pass --execute to upload"), "{log}");
+    let position = |name: &str, version: &str| log.find(&format!(". {name} {version} ")).unwrap_or_else(|| panic!("{name} is not in the plan:\n{log}"));
+    for r in &recs {
+        let line = log.lines().find(|l| l.contains(&format!(". {} {} ", r.name, r.version))).unwrap();
+        assert!(line.contains(&format!("{} bytes  sha256 {}  [new]", r.size, r.sha256)), "{line}");
+    }
+    let v = &record(&recs, "kiln-candle-kernels").version;
+    let m = &record(&recs, "kiln-manifest").version;
+    assert!(position("kiln-manifest", m) < position("kiln-candle-kernels", v));
+    assert!(position("kiln-candle-kernels-cudart", v) < position("kiln-candle-kernels-ffi-0", v));
+    assert!(position("kiln-candle-kernels-sm90", v) < position("kiln-candle-kernels", v));
+    assert!(position("kiln-candle-kernels", v) < position("candle-kernels", v));
+    assert!(log.contains("licence file LICENSE-NVIDIA; deps: (build) ruzstd ^0.9, (build) sha2 ^0.10"), "{log}");
+    assert!(log.contains(&format!("kiln-manifest ={m} (this registry)")), "{log}");
+    assert_eq!(uploads(&reg_dir), Vec::<String>::new(), "the dry run uploaded");
+
+    // --execute without a token: refused before anything is sent.
+    let out = publish(&server, &["--execute"], None);
+    assert!(!out.status.success() && text(&out).contains("no token for registry `kiln`: set CARGO_REGISTRIES_KILN_TOKEN"), "{}", text(&out));
+    // A token the registry does not accept: its answer, and nothing stored.
+    let out = publish(&server, &["--execute"], Some("wrong"));
+    let log = text(&out);
+    assert!(!out.status.success() && log.contains("HTTP 403") && log.contains("nothing was uploaded"), "{log}");
+    assert_eq!(uploads(&reg_dir), Vec::<String>::new());
+
+    // A tampered .crate: named, with both hashes, nothing uploaded.
+    let tampered = tmp.0.join("tampered");
+    copy_dist(&tampered);
+    let victim = record(&recs, "kiln-candle-kernels-sm80");
+    let path = tampered.join(&victim.file);
+    let mut bytes = fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    fs::write(&path, &bytes).unwrap();
+    let out = publish(&server, &["--execute", "--dist", tampered.to_str().unwrap()], Some(TOKEN));
+    let log = text(&out);
+    assert!(!out.status.success(), "{log}");
+    assert!(
+        log.contains(&format!("{}: sha256 is {}, but crates.json records {}", path.display(), kiln_publish::packaged::sha256_hex(&bytes), victim.sha256)),
+        "{log}"
+    );
+    assert!(log.contains("refusing to publish") && log.contains("rerun `cargo xtask dist`"), "{log}");
+    assert_eq!(uploads(&reg_dir), Vec::<String>::new());
+
+    // A .crate over the limit, consistent with its record: refused by the
+    // plan, dry run or not; and by the registry, when sent anyway.
+    let big = tmp.0.join("big");
+    let mut big_recs = copy_dist(&big);
+    let small = record(&recs, "kiln-manifest").clone();
+    repack(&big.join(&small.file), "padding.bin", &noise(kiln_publish::UPLOAD_LIMIT as usize + 1024));
+    update_record(&big, &mut big_recs, "kiln-manifest");
+    let size = record(&big_recs, "kiln-manifest").size;
+    assert!(size > kiln_publish::UPLOAD_LIMIT);
+    for args in [vec![], vec!["--execute"]] {
+        let mut args = args;
+        args.extend(["--dist", big.to_str().unwrap()]);
+        let out = publish(&server, &args, Some(TOKEN));
+        let log = text(&out);
+        assert!(!out.status.success(), "{log}");
+        assert!(log.contains(&format!("kiln-manifest {}: {size} bytes, over the 10485760-byte upload limit of crates.io", small.version)), "{log}");
+        assert!(log.contains("nothing uploaded"), "{log}");
+    }
+    assert_eq!(uploads(&reg_dir), Vec::<String>::new());
+    let packaged = kiln_publish::packaged::load(&big).unwrap();
+    let p = packaged.iter().find(|p| p.name() == "kiln-manifest").unwrap();
+    let family = [p.name().to_string()].into();
+    let sources = kiln_publish::metadata::Sources { family: &family, target_index: "http://x/", target_is_crates_io: false };
+    let body = kiln_publish::metadata::encode(&kiln_publish::metadata::new_crate(p, &sources).unwrap(), &p.bytes).unwrap();
+    let r = kiln_publish::http::put(&format!("http://{}/api/v1/crates/new", server.addr()), &body, Some(TOKEN)).unwrap();
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert!(r.text().contains("max upload size is: 10485760"), "{}", r.text());
+    assert_eq!(uploads(&reg_dir), Vec::<String>::new());
+
+    // Published for real, a rerun uploads nothing; a different crate under
+    // a version already there is refused before anything is sent.
+    let out = publish(&server, &["--execute"], Some(TOKEN));
+    assert!(out.status.success(), "{}", text(&out));
+    let stored = uploads(&reg_dir).len();
+    let out = publish(&server, &["--execute"], Some(TOKEN));
+    let log = text(&out);
+    assert!(out.status.success() && log.contains(&format!("done: 0 uploaded, {} already there, 0 skipped", recs.len())), "{log}");
+    let changed = tmp.0.join("changed");
+    let mut changed_recs = copy_dist(&changed);
+    repack(&changed.join(&small.file), "NOTES.txt", b"a different build of the same version\n");
+    update_record(&changed, &mut changed_recs, "kiln-manifest");
+    let out = publish(&server, &["--execute", "--dist", changed.to_str().unwrap()], Some(TOKEN));
+    let log = text(&out);
+    assert!(!out.status.success(), "{log}");
+    assert!(log.contains(&format!("kiln-manifest {}: the registry already has kiln-manifest {} with other contents", small.version, small.version)), "{log}");
+    assert!(log.contains("a new revision needs a new version"), "{log}");
+    assert_eq!(uploads(&reg_dir).len(), stored, "something was uploaded");
+}
