@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(
     name = "cargo xtask",
+    bin_name = "cargo xtask",
     about = "kiln: candle's GPU kernels as reproducible, prebuilt, multi-arch artifacts",
     long_about = "kiln: candle's GPU kernels as reproducible, prebuilt, multi-arch artifacts.\n\n\
         Everything kiln downloads or targets is pinned in pins.toml. Downloads, unpacked \
@@ -32,7 +33,7 @@ pub enum Task {
     Dist(Dist),
     /// Check target/dist/ against its manifest and artifacts.lock, naming every file that differs.
     Verify(Verify),
-    /// Run the test suite (nextest), after provisioning the toolchain the tests compile with.
+    /// Run the test suite (nextest), after `dist --locked` (the reproducibility check the tests build on).
     Test {
         /// Skip building target/dist (tests that need it will fail and say so).
         #[arg(long)]
