@@ -423,6 +423,24 @@ fn drop_in_replaces_upstream_through_patch() {
     let tree = c.cargo(&vendored, &["tree", "--prefix", "none"]);
     let tree = String::from_utf8_lossy(&tree.stdout).into_owned();
     assert!(tree.contains(&format!("candle-kernels v{} ({})", shim.version, sources.display())), "{tree}");
+
+    // The .crate files alone, unpacked: their manifests name each other by
+    // version (as if on crates.io), so every one of them is patched in.
+    let unpacked = tmp.0.join("unpacked");
+    let vendor = unpacked.join("vendor");
+    let mut patch = String::from("[patch.crates-io]\n");
+    for r in &recs {
+        let bytes = fs::read(dist.join(&r.file)).unwrap();
+        tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..])).unpack(&vendor).unwrap();
+        patch.push_str(&format!("{} = {{ path = \"vendor/{}-{}\" }}\n", r.name, r.name, r.version));
+    }
+    consumer_crate(&unpacked, "unpacked-consumer", upstream, &patch, &main_rs);
+    build_run_check(&c, &unpacked, "unpacked-consumer");
+    let tree = c.cargo(&unpacked, &["tree", "--prefix", "none"]);
+    let tree = String::from_utf8_lossy(&tree.stdout).into_owned();
+    for r in &recs {
+        assert!(tree.contains(&format!("{} v{} ({}/{}-{})", r.name, r.version, vendor.display(), r.name, r.version)), "{} is not from vendor/:\n{tree}", r.name);
+    }
 }
 
 /// A copy of the dist's crates (and manifest) to change, in `to`.

@@ -218,19 +218,23 @@ fn connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         let path = percent_decode(target.split('?').next().unwrap_or("/"));
 
         if method == "PUT" && path == "/api/v1/crates/new" {
-            // Refused before the body is sent, where possible (curl waits for
-            // `100 Continue` on large uploads).
-            if let Some(t) = &shared.options.token {
-                if headers.get("authorization") != Some(t) {
-                    send(&mut writer, &error(403, "this registry needs a valid token (Authorization header)"), true)?;
-                    return Ok(());
+            let expects_continue = headers.get("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
+            let refusal = match &shared.options.token {
+                Some(t) if headers.get("authorization") != Some(t) => Some(error(403, "this registry needs a valid token (Authorization header)")),
+                _ if length > shared.options.max_upload + (1 << 20) => Some(error(413, format!("max upload size is: {}", shared.options.max_upload))),
+                _ => None,
+            };
+            if let Some(reply) = refusal {
+                // A client waiting for `100 Continue` (curl, for large
+                // uploads) never sends the body; one that sends it anyway has
+                // it read first, so that it sees the answer rather than a reset.
+                if !expects_continue {
+                    std::io::copy(&mut (&mut reader).take(length.min(64 << 20)), &mut std::io::sink())?;
                 }
-            }
-            if length > shared.options.max_upload + (1 << 20) {
-                send(&mut writer, &error(413, format!("max upload size is: {}", shared.options.max_upload)), true)?;
+                send(&mut writer, &reply, true)?;
                 return Ok(());
             }
-            if headers.get("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
+            if expects_continue {
                 writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
             }
         }
