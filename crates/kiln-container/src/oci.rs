@@ -132,7 +132,14 @@ pub struct LayerWriter {
     staging: PathBuf,
     part: PathBuf,
     gz: GzEncoder<Hashing<BufWriter<File>>>,
+    /// Input waiting for a whole [`CHUNK`].
+    pending: Vec<u8>,
 }
+
+/// The compressor is always handed input in pieces of this size: deflate's
+/// output depends on where its input is split, and the tar arrives in pieces
+/// as big as each read from `dpkg-deb`'s pipe happened to be.
+const CHUNK: usize = 1 << 20;
 
 /// A finished layer blob in the staging layout.
 pub struct Layer {
@@ -153,10 +160,11 @@ impl LayerWriter {
         let file = BufWriter::with_capacity(1 << 20, File::create(&part)?);
         // GzBuilder writes mtime 0 and no file name: nothing of this build in the header.
         let gz = GzBuilder::new().write(Hashing::new(file), Compression::new(6));
-        Ok(LayerWriter { staging, part, gz })
+        Ok(LayerWriter { staging, part, gz, pending: Vec::with_capacity(CHUNK) })
     }
 
-    pub fn finish(self) -> Result<Layer> {
+    pub fn finish(mut self) -> Result<Layer> {
+        self.gz.write_all(&self.pending)?;
         let hashing = self.gz.finish()?;
         let (mut file, digest, size) = hashing.finish();
         file.flush()?;
@@ -168,10 +176,18 @@ impl LayerWriter {
 
 impl Write for LayerWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.gz.write(buf)
+        let n = buf.len().min(CHUNK - self.pending.len());
+        self.pending.extend_from_slice(&buf[..n]);
+        if self.pending.len() == CHUNK {
+            self.gz.write_all(&self.pending)?;
+            self.pending.clear();
+        }
+        Ok(n)
     }
+    /// Does not flush the compressor: a flush would put a sync point in the
+    /// stream wherever the caller asked for one.
     fn flush(&mut self) -> io::Result<()> {
-        self.gz.flush()
+        Ok(())
     }
 }
 

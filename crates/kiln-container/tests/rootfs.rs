@@ -262,3 +262,27 @@ fn an_image_written_twice_has_one_digest_and_reads_back() {
     let e = oci::verify_layout(&one.dir).unwrap_err().to_string();
     assert!(e.contains(&one.layer.digest), "{e}");
 }
+
+/// The layer's bytes may not depend on how the tar reaches the compressor: a
+/// `.deb` is read from a pipe, whose reads come in whatever sizes the pipe had.
+#[test]
+fn the_layer_is_the_same_however_its_input_is_split() {
+    let dir = scratch("chunks");
+    // Compressible, but not trivially: text with a running counter.
+    let data: Vec<u8> = (0..400_000u32).flat_map(|i| format!("line {i} of {}\n", i % 977).into_bytes()).collect();
+    let mut digests = Vec::new();
+    for (n, sizes) in [vec![1 << 20], vec![1, 7, 4096, 65_537], vec![8191, 3], vec![data.len()]].into_iter().enumerate() {
+        let out = dir.join(format!("split{n}.oci"));
+        let mut w = oci::LayerWriter::create(&out).unwrap();
+        let (mut at, mut k) = (0, 0);
+        while at < data.len() {
+            let end = (at + sizes[k % sizes.len()]).min(data.len());
+            w.write_all(&data[at..end]).unwrap();
+            at = end;
+            k += 1;
+        }
+        let layer = w.finish().unwrap();
+        digests.push((layer.digest.clone(), layer.size));
+    }
+    assert!(digests.windows(2).all(|w| w[0] == w[1]), "{digests:?}");
+}

@@ -80,8 +80,8 @@ impl Runner {
             "bubblewrap cannot set up the compiler sandbox (sysroot {}): {why}\n  \
              kiln runs the pinned compilers only in that sandbox (fixed paths, fresh pid namespace), \
              and {inside}.\n  \
-             In a container: podman run --security-opt seccomp=unconfined --security-opt unmask=ALL ..., or \
-             docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+             In a container: podman run --security-opt unmask=/proc/* ..., or docker run \
+             --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
              --security-opt systempaths=unconfined ... (or --privileged); on an Ubuntu 24.04 host: \
              sysctl kernel.apparmor_restrict_unprivileged_userns=0. See docs/containers.md.",
             self.sysroot.root.display()
