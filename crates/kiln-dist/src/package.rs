@@ -45,7 +45,9 @@ pub fn crates(
     let root = &runner.sysroot().root;
     let template = repo.join("crates/kiln-package/template");
     let kiln_manifest = repo.join("crates/kiln-manifest");
-    let key = cache_key(runner, pins, manifest, &[&template, &kiln_manifest], &source.path(crate::collect::FFI_DECLARATIONS))?;
+    // The generator's own code is an input too: a fix to it must repackage.
+    let generator = repo.join("crates/kiln-package/src");
+    let key = cache_key(runner, pins, manifest, &[&template, &kiln_manifest, &generator], &source.path(crate::collect::FFI_DECLARATIONS))?;
     let cached = cache.objects().join("packages").join(&key);
     if cached.join(CRATES_JSON).is_file() {
         copy_tree(&cached, &staged.join(CRATES_DIR))?;
