@@ -169,7 +169,19 @@ pub fn build(cache: &Cache, pins: &Pins, outputs: &Outputs, say: &(dyn Fn(String
     }
     let mut sink = rootfs::Tee(plain.as_ref().map(|(_, f)| f), layer);
     say(format!("{}: writing the root filesystem (every timestamp {})", c.builder.name, time::rfc3339(epoch)));
-    let summary = rootfs::write(&inputs, &extras, epoch, &mut sink, &|l| say(l))?;
+    let summary = match rootfs::write(&inputs, &extras, epoch, &mut sink, &|l| say(l)) {
+        Ok(s) => s,
+        Err(e) => {
+            // Nothing half-written is left where a later run or a reader could take it for whole.
+            if let Some((tmp, _)) = &plain {
+                fs::remove_file(tmp).ok();
+            }
+            if let Some(dir) = &outputs.oci {
+                fs::remove_dir_all(oci::staging(dir)).ok();
+            }
+            return Err(e);
+        }
+    };
     let rootfs::Tee(_, layer) = sink;
     if let Some((tmp, file)) = plain {
         file.sync_all()?;

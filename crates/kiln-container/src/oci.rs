@@ -148,10 +148,17 @@ pub struct Layer {
     pub size: u64,
 }
 
+/// Where a layout for `dir` is put together before it is moved into place.
+pub fn staging(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".part");
+    dir.with_file_name(name)
+}
+
 impl LayerWriter {
     /// Starts a layout that replaces `dir` once [`write_layout`] finishes.
     pub fn create(dir: &Path) -> Result<LayerWriter> {
-        let staging = dir.with_extension("oci.part");
+        let staging = staging(dir);
         if staging.exists() {
             fs::remove_dir_all(&staging).with_context(|| format!("cannot clear {}", staging.display()))?;
         }

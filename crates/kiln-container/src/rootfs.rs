@@ -294,8 +294,15 @@ pub fn write<W: Write>(inputs: &[Input], extras: &[Extra], epoch: u64, out: &mut
                     .stderr(Stdio::piped())
                     .spawn()
                     .context("cannot run dpkg-deb (apt-get install dpkg)")?;
-                let stdout = child.stdout.take().unwrap();
-                let copied = l.archive(&mut tar::Archive::new(stdout), what, true, &deb_path);
+                let mut archive = tar::Archive::new(child.stdout.take().unwrap());
+                let copied = l.archive(&mut archive, what, true, &deb_path);
+                // Read to the end (the tar's record padding) so that dpkg-deb never
+                // writes into a closed pipe; on an error, closing it stops dpkg-deb.
+                let mut stdout = archive.into_inner();
+                if copied.is_ok() {
+                    io::copy(&mut stdout, &mut io::sink())?;
+                }
+                drop(stdout);
                 let done = child.wait_with_output()?;
                 copied.with_context(|| format!("cannot lay out {what} ({})", path.display()))?;
                 if !done.status.success() {
