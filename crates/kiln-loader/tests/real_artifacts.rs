@@ -26,6 +26,10 @@ fn fixture() -> PathBuf {
     if let Some(dir) = std::env::var_os(FIXTURE_ENV) {
         return PathBuf::from(dir);
     }
+    if let Some(dist) = std::env::var_os("KILN_DIST_DIR") {
+        // A GPU runner has a full dist (the CI artifact) and no compilers: cut the fixture from it.
+        return subset_of(Path::new(&dist));
+    }
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let dir = base.join("loader-dist-fixture");
     let lock = fs::File::create(base.join("loader-dist-fixture.lock")).unwrap();
@@ -47,6 +51,34 @@ fn fixture() -> PathBuf {
     }
     lock.unlock().unwrap();
     dir
+}
+
+/// The fixture's modules and archs taken from a whole dist folder (the same
+/// bytes `cargo xtask dist --module affine --module fill --arch ...` writes,
+/// since every artifact is a pure function of its inputs), once per process.
+fn subset_of(dist: &Path) -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let text = fs::read_to_string(dist.join("manifest.json"))
+            .unwrap_or_else(|e| panic!("KILN_DIST_DIR={}: cannot read manifest.json: {e}", dist.display()));
+        let mut m = Manifest::from_json(&text, "KILN_DIST_DIR manifest").unwrap();
+        let archs = ["compute_80", "compute_89", "sm_80", "sm_90"];
+        m.artifacts.retain(|a| ["affine", "fill"].contains(&a.module.as_str()) && archs.contains(&a.arch.as_str()));
+        m.targets.hip.clear();
+        m.targets.cuda_ptx.retain(|a| archs.contains(&a.as_str()));
+        m.targets.cuda_sass.retain(|a| archs.contains(&a.as_str()));
+        assert_eq!(m.artifacts.len(), 8, "KILN_DIST_DIR={} lacks some of affine/fill for {archs:?}", dist.display());
+        let to = std::env::temp_dir().join(format!("kiln-loader-fixture-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&to);
+        for a in &m.artifacts {
+            let dest = to.join(&a.path);
+            fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            fs::copy(dist.join(&a.path), &dest).unwrap();
+        }
+        write_manifest(&to, &m);
+        to
+    })
+    .clone()
 }
 
 /// A private copy of the fixture to tamper with, removed when dropped.
