@@ -42,6 +42,17 @@ pub enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run the GPU test legs of ci/matrix.yaml this machine has a GPU for; print leg × module and write target/test-matrix/report.md.
+    #[command(long_about = "Run the GPU kernel tests (crates/kiln-kernel-tests) for every leg of ci/matrix.yaml \
+        whose GPU this machine has (NVIDIA: the driver's compute capability; AMD: the KFD topology's \
+        gfx_target_version, or rocminfo), with KILN_TEST_ARCH set as in CI, from a nextest archive \
+        (--archive-file, no cargo needed) or built from this checkout. Every other leg is reported as \
+        skipped. Prints a leg × module table (pass / FAIL / skip) and writes target/test-matrix/report.md; \
+        fails if a leg that ran has a failure.\n\n\
+        With --from-junit ARCH=FILE nothing runs: the results of a run elsewhere (a GPU runner's JUnit, \
+        with --list ARCH=FILE from `cargo nextest list --message-format json` for its skipped tests) \
+        are reported instead. docs/gpu-tests.md.")]
+    TestMatrix(TestMatrix),
     /// Generate .github/workflows/ from the GPU runner matrix (ci/matrix.yaml).
     Ci {
         /// Write nothing; fail if the checked-in workflows differ from the generated ones.
@@ -144,4 +155,29 @@ pub struct Verify {
     /// The dist folder to check.
     #[arg(long, default_value = "target/dist", value_name = "DIR")]
     pub dist: std::path::PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TestMatrix {
+    /// Run the tests from this nextest archive (`cargo nextest archive -p kiln-kernel-tests`) instead of building them.
+    #[arg(long, value_name = "FILE", conflicts_with = "from_junit")]
+    pub archive_file: Option<PathBuf>,
+    /// Only this leg (repeatable): sm_90, gfx90a, ...
+    #[arg(long = "arch", value_name = "ARCH")]
+    pub archs: Vec<String>,
+    /// Report the results of a run elsewhere instead of running (repeatable): sm_90=junit.xml.
+    #[arg(long = "from-junit", value_name = "ARCH=FILE")]
+    pub from_junit: Vec<String>,
+    /// That run's `nextest list --message-format json` output, which knows its skipped tests (repeatable).
+    #[arg(long = "list", value_name = "ARCH=FILE", requires = "from_junit")]
+    pub lists: Vec<String>,
+    /// KILN_DIST_DIR for the tests (default: theirs, target/dist).
+    #[arg(long, value_name = "DIR")]
+    pub dist: Option<PathBuf>,
+    /// The cargo-nextest binary (default: cargo-nextest on PATH, then ~/.cargo/bin).
+    #[arg(long, value_name = "PATH")]
+    pub nextest: Option<PathBuf>,
+    /// Where the report and each leg's JUnit go.
+    #[arg(long, default_value = "target/test-matrix", value_name = "DIR")]
+    pub out: PathBuf,
 }

@@ -9,6 +9,7 @@ mod flags;
 mod pins;
 mod publish;
 mod test;
+mod test_matrix;
 mod toolchain;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
         flags::Task::Verify(v) => dist::verify(&flags.pins, v),
         flags::Task::Test { no_dist, args } => test::run(&flags.pins, no_dist, args),
         flags::Task::Ci { check } => ci::run(&flags.pins, check),
+        flags::Task::TestMatrix(t) => test_matrix::run(&flags.pins, t),
         flags::Task::Toolchain => toolchain::run(&flags.pins),
         flags::Task::Doctor => doctor::run(&flags.pins),
         flags::Task::Container(c) => container::run(&flags.pins, c),
