@@ -26,6 +26,15 @@ fn f32_of(t: &Tensor) -> candle_core::Result<Tensor> {
     t.to_dtype(DType::F32)
 }
 
+/// The reference's copy of an input: in the precision the device accumulates
+/// `E` in (f64 for f64, else f32), and contiguous, because candle-core
+/// 0.11.1's CPU `conv1d` copies a non-contiguous kernel and then multiplies by
+/// the original storage anyway (measured: all 910 outputs wrong for a permuted
+/// f32 kernel; for f16 the dtype conversion had already made a copy).
+fn acc_of<E: Elem>(t: &Tensor) -> candle_core::Result<Tensor> {
+    t.to_dtype(if E::NAME == "f64" { DType::F64 } else { DType::F32 })?.contiguous()
+}
+
 fn back<E: Elem>(t: &Tensor) -> anyhow::Result<Vec<E>> {
     values::<E>(&t.to_dtype(E::DTYPE)?)
 }
@@ -49,15 +58,22 @@ fn info_of<E: Elem>(cx: &Ctx, x: &Input<E>, k: Option<&Input<E>>) -> anyhow::Res
 // (padding, stride, dilation)
 const CONV_PARAMS: [(usize, usize, usize); 3] = [(0, 1, 1), (1, 2, 2), (2, 1, 3)];
 
+/// The naive `conv1d` kernel of candle-kernels 0.11.1 reads input position
+/// `(stride * l + k) * dilation - padding`, where the convolution (and candle's
+/// CPU backend) reads `stride * l + k * dilation - padding`: the two agree only
+/// for dilation 1. candle's CUDA backend takes the im2col path by default, so
+/// the naive kernel is tested where it is right; docs/gpu-tests.md has the note.
+const CONV1D_NAIVE_PARAMS: [(usize, usize, usize); 3] = [(0, 1, 1), (1, 2, 1), (2, 3, 1)];
+
 fn conv1d<E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
     let kernel = format!("conv1d_{}", E::NAME);
     let (b, c_in, l_in, c_out, k) = (2, 5, 67, 7, 3);
     let kviews = [View::Contig(vec![c_out, c_in, k]), View::Permute { base: vec![c_out, k, c_in], perm: vec![0, 2, 1] }];
     for (xv, kv) in inputs(&[b, c_in, l_in]).into_iter().zip(kviews) {
-        for (padding, stride, dilation) in CONV_PARAMS {
+        for (padding, stride, dilation) in CONV1D_NAIVE_PARAMS {
             let x = Input::<E>::new(cx, &xv, -1.0, 1.0)?;
             let kt = Input::<E>::new(cx, &kv, -1.0, 1.0)?;
-            let want = back::<E>(&f32_of(&x.tensor)?.conv1d(&f32_of(&kt.tensor)?, padding, stride, dilation, 1)?)?;
+            let want = back::<E>(&acc_of::<E>(&x.tensor)?.conv1d(&acc_of::<E>(&kt.tensor)?, padding, stride, dilation, 1)?)?;
             let l_out = (l_in + 2 * padding - dilation * (k - 1) - 1) / stride + 1;
             let (xb, kb, out) = (cx.upload(&x.storage)?, cx.upload(&kt.storage)?, cx.poisoned(&want)?);
             let info = info_of(cx, &x, Some(&kt))?;
@@ -80,7 +96,7 @@ fn conv2d<E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
         for (padding, stride, dilation) in CONV_PARAMS {
             let x = Input::<E>::new(cx, &xv, -1.0, 1.0)?;
             let kt = Input::<E>::new(cx, &kv, -1.0, 1.0)?;
-            let want = back::<E>(&f32_of(&x.tensor)?.conv2d(&f32_of(&kt.tensor)?, padding, stride, dilation, 1)?)?;
+            let want = back::<E>(&acc_of::<E>(&x.tensor)?.conv2d(&acc_of::<E>(&kt.tensor)?, padding, stride, dilation, 1)?)?;
             let out_h = (h + 2 * padding - dilation * (kh - 1) - 1) / stride + 1;
             let out_w = (w + 2 * padding - dilation * (kw - 1) - 1) / stride + 1;
             let (xb, kb, out) = (cx.upload(&x.storage)?, cx.upload(&kt.storage)?, cx.poisoned(&want)?);
@@ -167,7 +183,7 @@ fn col2im1d<E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
         let kt = Input::<E>::new(cx, &View::Contig(vec![c_in, c_out, k]), -1.0, 1.0)?;
         let (xf, kf) = (f32_of(&x.tensor)?, f32_of(&kt.tensor)?);
         let col = xf.transpose(1, 2)?.broadcast_matmul(&kf.reshape((c_in, c_out * k))?)?.to_dtype(E::DTYPE)?;
-        let want = back::<E>(&xf.conv_transpose1d(&kf, 0, 0, stride, 1, 1)?)?;
+        let want = back::<E>(&conv_transpose1d_ref(&xf, &kf, 0, 0, stride, 1)?)?;
         let l_out = (l_in - 1) * stride + k;
         let dst_el = b * c_out * l_out;
         let cb = cx.upload(&values::<E>(&col)?)?;
@@ -181,6 +197,17 @@ fn col2im1d<E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// candle-core 0.11.1's CPU `conv_transpose1d` is wrong from the second batch
+/// item on when it takes its col2im path (padding 0, output_padding 0,
+/// dilation 1, contiguous kernel): measured against a naive f64 loop, one
+/// item at a time is right. So the reference runs it one item at a time.
+fn conv_transpose1d_ref(x: &Tensor, k: &Tensor, padding: usize, out_padding: usize, stride: usize, dilation: usize) -> candle_core::Result<Tensor> {
+    let items = (0..x.dim(0)?)
+        .map(|i| x.narrow(0, i, 1)?.conv_transpose1d(k, padding, out_padding, stride, dilation, 1))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    Tensor::cat(&items, 0)
+}
+
 // (padding, output_padding, stride, dilation)
 const CONVT_PARAMS: [(usize, usize, usize, usize); 3] = [(0, 0, 1, 1), (1, 1, 2, 1), (2, 0, 3, 2)];
 
@@ -191,7 +218,7 @@ fn conv_transpose1d<E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
         for (padding, out_padding, stride, dilation) in CONVT_PARAMS {
             let x = Input::<E>::new(cx, &xv, -1.0, 1.0)?;
             let kt = Input::<E>::new(cx, &View::Contig(vec![c_in, c_out, k]), -1.0, 1.0)?;
-            let want = back::<E>(&f32_of(&x.tensor)?.conv_transpose1d(&f32_of(&kt.tensor)?, padding, out_padding, stride, dilation, 1)?)?;
+            let want = back::<E>(&conv_transpose1d_ref(&f32_of(&x.tensor)?, &f32_of(&kt.tensor)?, padding, out_padding, stride, dilation)?)?;
             let l_out = (l_in - 1) * stride - 2 * padding + dilation * (k - 1) + out_padding + 1;
             let (xb, kb, out) = (cx.upload(&x.storage)?, cx.upload(&kt.storage)?, cx.poisoned(&want)?);
             let info = info_of(cx, &x, Some(&kt))?;

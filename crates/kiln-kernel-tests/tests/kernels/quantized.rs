@@ -6,6 +6,7 @@
 //! (Q2K, Q4K, Q6K) types. Weights are quantized by candle's CPU code; the
 //! reference is candle's CPU `QMatMul`, `dequantize` and `embedding`.
 
+use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device as Cpu, Module, Tensor};
 use half::f16;
@@ -264,10 +265,18 @@ fn indexed_moe(cx: &Ctx, t: GgmlDType) -> anyhow::Result<()> {
     let (experts, n, batch, topk) = (4usize, 70usize, 3usize, 2usize);
     let w = random(cx, &[experts, n, K])?;
     let q_all = QTensor::quantize(&w.reshape((experts * n, K))?, t)?;
-    // Each expert from its own storage: QTensor::quantize reads a tensor's
-    // whole storage, so a `w.get(e)` view would quantize every expert.
-    let wv = values::<f32>(&w)?;
-    let expert = |e: usize| Tensor::from_vec(wv[e * n * K..(e + 1) * n * K].to_vec(), (n, K), &Cpu::Cpu);
+    let q_bytes = q_all.data()?.into_owned();
+    // Expert e as the kernel reads it: candle-kernels 0.11.1 steps from one
+    // expert to the next by `n * k / QK_K` blocks (QK_K = 256) whatever the
+    // type. Right for the k-quants (256 values a block); for Q8_0 (32 values a
+    // block) it lands inside expert 0's weights, an upstream bug that kiln
+    // compiles as it is (docs/gpu-tests.md). The reference reads the same bytes.
+    let expert_bytes = n * K / t.block_size() * t.type_size();
+    let stride_bytes = n * K / 256 * t.type_size();
+    let expert = |e: usize| {
+        let at = e * stride_bytes;
+        qtensor_from_ggml(t, &q_bytes[at..at + expert_bytes], vec![n, K], &Cpu::Cpu)
+    };
     let wb = upload_q(cx, &q_all)?;
     // Per-slot activations (input_dim1 = topk), then one row shared by the slots (input_dim1 = 1).
     for input_dim1 in [topk, 1] {
@@ -277,7 +286,7 @@ fn indexed_moe(cx: &Ctx, t: GgmlDType) -> anyhow::Result<()> {
         for bi in 0..batch {
             for j in 0..topk {
                 let e = ids[bi * topk + j] as usize;
-                let mm = QMatMul::from_qtensor(QTensor::quantize(&expert(e)?, t)?)?;
+                let mm = QMatMul::from_qtensor(expert(e)?)?;
                 let row = x.get(bi)?.get(if input_dim1 == 1 { 0 } else { j })?.reshape((1, K))?;
                 want.extend(values::<f32>(&mm.forward(&row)?)?);
             }
