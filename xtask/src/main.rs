@@ -45,9 +45,19 @@ fn run(flags: flags::Xtask) -> Result<()> {
     }
 }
 
-/// The repository root: the parent of this crate.
+/// The repository root: the parent of this crate, or, for an xtask binary
+/// carried to another machine (a GPU host with no cargo, for `test-matrix`),
+/// the checkout around the current directory.
 pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    if built.join("pins.toml").is_file() {
+        return built;
+    }
+    let here = std::env::current_dir().ok();
+    here.as_deref()
+        .and_then(|d| d.ancestors().find(|a| a.join("pins.toml").is_file() && a.join("ci/matrix.yaml").is_file()))
+        .map(Path::to_path_buf)
+        .unwrap_or(built)
 }
 
 pub fn load_pins(path: &Path) -> Result<kiln_pins::Pins> {
