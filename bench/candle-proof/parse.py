@@ -17,7 +17,8 @@ import os
 import re
 import sys
 
-RESULT = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)\b")
+# libtest writes `#[should_panic]` tests as `test NAME - should panic ... ok`.
+RESULT = re.compile(r"^test (\S+)(?: - should panic)? \.\.\. (ok|FAILED|ignored)\b")
 SUMMARY = re.compile(r"^test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured; (\d+) filtered out(?:; finished in ([\d.]+)s)?")
 
 

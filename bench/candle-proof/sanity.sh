@@ -22,8 +22,9 @@ for v in "${VARIANTS[@]}"; do
     bash "$HERE/run-gpu.sh" "$v" || true
   for f in "$S/$v-cold".*; do mv "$f" "${f/-cold./-local.}"; done
   # Without any libcuda.so.1:
-  LD_LIBRARY_PATH="$CUDA13_ROOT/lib" "$S/unpacked/candle-proof-$v/all_tests" --list > "$S/$v-nolibcuda.txt" 2>&1
-  echo $? > "$S/$v-nolibcuda.rc"
+  rc=0
+  LD_LIBRARY_PATH="$CUDA13_ROOT/lib" "$S/unpacked/candle-proof-$v/all_tests" --list > "$S/$v-nolibcuda.txt" 2>&1 || rc=$?
+  echo $rc > "$S/$v-nolibcuda.rc"
   python3 - "$S" "$v" "$HERE" <<'PY' || status=1
 import json, re, subprocess, sys
 S, v, here = sys.argv[1:]
