@@ -119,7 +119,7 @@ fn the_same_packages_give_the_same_bytes_whatever_their_timestamps() {
     let a = deb(&dir.join("a.deb"), &base_entries(), 1_000);
     let b = deb(&dir.join("b.deb"), &base_entries(), 2_000_000_000);
     let extras = [Extra::CaBundle("etc/ssl/certs/ca-certificates.crt".into())];
-    let (one, s1) = write(&[a.clone()], &extras).unwrap();
+    let (one, s1) = write(std::slice::from_ref(&a), &extras).unwrap();
     let (two, s2) = write(&[b], &extras).unwrap();
     let (three, _) = write(&[a], &extras).unwrap();
     assert_eq!(one, two, "the packages' own timestamps reached the tar");

@@ -1,4 +1,4 @@
-use std::{fmt, ops::Range, path::PathBuf};
+use std::{fmt, ops::Range, path::{Path, PathBuf}};
 
 /// A problem in the pin file, located to `file:line:column`.
 #[derive(Debug)]
@@ -12,12 +12,12 @@ pub struct PinError {
 }
 
 impl PinError {
-    pub(crate) fn at(file: &PathBuf, text: &str, span: Option<Range<usize>>, message: String) -> PinError {
+    pub(crate) fn at(file: &Path, text: &str, span: Option<Range<usize>>, message: String) -> PinError {
         let (line, column) = match span {
             Some(span) => line_col(text, span.start),
             None => (0, 0),
         };
-        PinError { file: file.clone(), line, column, message, help: None }
+        PinError { file: file.to_path_buf(), line, column, message, help: None }
     }
 
     pub(crate) fn help(mut self, help: impl Into<String>) -> PinError {

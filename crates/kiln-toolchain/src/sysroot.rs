@@ -226,7 +226,7 @@ fn fetch_all(cache: &Cache, pins: &Pins, workers: usize, say: &(dyn Fn(String) +
                         break;
                     }
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    if n % 25 == 0 || n == debs.len() {
+                    if n.is_multiple_of(25) || n == debs.len() {
                         say(format!("  fetched {n}/{} packages", debs.len()));
                     }
                 }

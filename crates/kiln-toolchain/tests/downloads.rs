@@ -125,7 +125,7 @@ fn kiln_cache_dir_moves_the_cache() {
     std::env::set_var(kiln_toolchain::cache::ENV, &dir);
     let cache = Cache::from_env().unwrap();
     assert_eq!(cache.root(), dir.canonicalize().unwrap());
-    assert!(cache.debs().starts_with(&dir.canonicalize().unwrap()));
+    assert!(cache.debs().starts_with(dir.canonicalize().unwrap()));
 }
 
 #[test]
