@@ -2,7 +2,7 @@
 //! folder, with the pinned toolchain's `ar`, its static CUDA runtime and
 //! licence texts. The crates land in `<dist>/crates/` with `crates.json`.
 
-use std::{fs, path::Path};
+use std::{fs, io, path::Path};
 
 use anyhow::{Context, Result};
 use kiln_build::{cuda, run_all, upstream::SourceCrate, Plan};
@@ -105,7 +105,7 @@ pub fn crates(
     fs::write(dest.join(CRATES_JSON), serde_json::to_string_pretty(&records)? + "\n")?;
     // The generated sources too: a `[patch]` by path needs them (docs/consuming.md).
     fs::remove_dir_all(gen_root.join("target")).ok();
-    fs::rename(&gen_root, dest.join(SOURCES_DIR)).context("cannot keep the generated crate sources")?;
+    move_dir(&gen_root, &dest.join(SOURCES_DIR)).context("cannot keep the generated crate sources")?;
     // Cache the result whole (a rename of a finished folder), keyed by every input.
     let tmp = cache.scratch("packages")?;
     copy_tree(&dest, &tmp)?;
@@ -164,9 +164,62 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A rename, or a copy and a removal where the two folders are on different
+/// mounts (EXDEV): the cache is scratch space, `staged` is below the target
+/// folder, and in the builder container those are separate mounts, as they
+/// are when `KILN_CACHE_DIR` is on another disk.
+fn move_dir(from: &Path, to: &Path) -> Result<()> {
+    move_dir_with(from, to, |a, b| fs::rename(a, b))
+}
+
+fn move_dir_with(from: &Path, to: &Path, rename: impl Fn(&Path, &Path) -> io::Result<()>) -> Result<()> {
+    match rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+            copy_tree(from, to).with_context(|| format!("copying {} to {} (another filesystem)", from.display(), to.display()))?;
+            fs::remove_dir_all(from).with_context(|| format!("removing {}", from.display()))
+        }
+        Err(e) => Err(e).with_context(|| format!("renaming {} to {}", from.display(), to.display())),
+    }
+}
+
 struct RemoveOnDrop(std::path::PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(root: &Path) {
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        fs::write(root.join("top.rs"), "top").unwrap();
+        fs::write(root.join("a/b/deep.rs"), "deep").unwrap();
+    }
+
+    #[test]
+    fn a_move_across_filesystems_copies_then_removes() {
+        let tmp = std::env::temp_dir().join(format!("kiln-move-{}", std::process::id()));
+        let (from, to) = (tmp.join("from"), tmp.join("to"));
+        tree(&from);
+        let exdev = |_: &Path, _: &Path| Err(io::Error::from(io::ErrorKind::CrossesDevices));
+        move_dir_with(&from, &to, exdev).unwrap();
+        assert!(!from.exists(), "the source must be gone after a copy-move");
+        assert_eq!(fs::read_to_string(to.join("top.rs")).unwrap(), "top");
+        assert_eq!(fs::read_to_string(to.join("a/b/deep.rs")).unwrap(), "deep");
+        // Any other error is reported, and nothing is copied.
+        let (from2, to2) = (tmp.join("from2"), tmp.join("to2"));
+        tree(&from2);
+        let denied = |_: &Path, _: &Path| Err(io::Error::from(io::ErrorKind::PermissionDenied));
+        let err = move_dir_with(&from2, &to2, denied).unwrap_err();
+        assert!(format!("{err:#}").contains("renaming"), "{err:#}");
+        assert!(from2.exists() && !to2.exists());
+        // The real rename on one filesystem.
+        move_dir(&from2, &to2).unwrap();
+        assert!(!from2.exists() && to2.join("a/b/deep.rs").is_file());
+        fs::remove_dir_all(&tmp).ok();
     }
 }
