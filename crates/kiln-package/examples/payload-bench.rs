@@ -45,14 +45,13 @@ fn main() -> Result<()> {
             _ => dist = PathBuf::from(a),
         }
     }
-    let manifest: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dist.join("manifest.json")).with_context(|| format!("{}: run `cargo xtask dist` first", dist.display()))?,
-    )?;
+    let path = dist.join("manifest.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}: run `cargo xtask dist` first", dist.display()))?;
+    let manifest = kiln_manifest::Manifest::from_json(&text, &path.display().to_string())?;
     // (arch, kind) -> artifact paths
-    let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-    for a in manifest["artifacts"].as_array().context("manifest has no artifacts")? {
-        let key = (a["arch"].as_str().unwrap_or("?").to_string(), a["kind"].as_str().unwrap_or("?").to_string());
-        groups.entry(key).or_default().push(a["path"].as_str().context("artifact without path")?.to_string());
+    let mut groups: BTreeMap<(String, &str), Vec<String>> = BTreeMap::new();
+    for a in &manifest.artifacts {
+        groups.entry((a.arch.clone(), a.kind.as_str())).or_default().push(a.path.clone());
     }
     let mut md = String::new();
     md.push_str("| arch | kind | files | raw MB |");
@@ -93,7 +92,7 @@ fn main() -> Result<()> {
         cpu,
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         dist.display(),
-        manifest["artifacts"].as_array().map_or(0, Vec::len)
+        manifest.artifacts.len()
     );
     print!("{head}{md}");
     if let Some(o) = out {
