@@ -16,13 +16,11 @@ pub fn run(pins_file: &Path, check: bool) -> Result<()> {
     let files = workflow::generate(&matrix);
     let root = Path::new(".");
 
-    let waiting: Vec<String> =
-        matrix.legs.iter().filter(|l| l.status == Status::AwaitingRunner).map(|l| l.arch.name()).collect();
+    let waiting: Vec<String> = matrix.legs.iter().filter(|l| l.status == Status::AwaitingRunner).map(|l| l.arch.name()).collect();
     if !waiting.is_empty() {
         say(format!("awaiting a runner (dispatch-only jobs): {}", waiting.join(", ")));
     }
-    let placeholders: Vec<String> =
-        matrix.legs.iter().filter(|l| l.image.is_placeholder()).map(|l| l.arch.name()).collect();
+    let placeholders: Vec<String> = matrix.legs.iter().filter(|l| l.image.is_placeholder()).map(|l| l.arch.name()).collect();
     if !placeholders.is_empty() {
         say(format!("warning: placeholder runner image digest (not published yet): {}", placeholders.join(", ")));
     }

@@ -72,10 +72,7 @@ pub fn run(pins_path: &Path, mut args: Args) -> Result<()> {
     if args.rootfs || args.oci {
         let cache = Cache::from_env()?;
         let all = kiln_container::default_outputs(&args.out, &pins)?;
-        let outputs = kiln_container::Outputs {
-            rootfs: if args.rootfs { all.rootfs } else { None },
-            oci: if args.oci { all.oci } else { None },
-        };
+        let outputs = kiln_container::Outputs { rootfs: if args.rootfs { all.rootfs } else { None }, oci: if args.oci { all.oci } else { None } };
         let built = kiln_container::build(&cache, &pins, &outputs, &|l| crate::say(l))?;
         let r = &built.rootfs;
         if let Some(path) = &outputs.rootfs {

@@ -114,10 +114,7 @@ fn load_pins(path: &Path) -> Pins {
 
 /// `env -0` output as a map.
 fn env_map(out: &str) -> BTreeMap<String, String> {
-    out.split('\0')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    out.split('\0').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// The flake and everything it reads, copied into a fresh git repository, so
@@ -339,9 +336,14 @@ fn every_version_in_the_shell_comes_from_the_pin_file() {
     let deb = closure.find(&nvcc.package).unwrap();
     let new_sha: String = deb.sha256.chars().rev().collect();
     let copy = Copy::new("bump");
-    copy.edit("pins.toml", &format!("\"{}\", version = \"{}\"", nvcc.package, nvcc.version), &format!("\"{}\", version = \"{bumped}\"", nvcc.package), 2)
-        .edit("pins.toml", &deb.sha256, &new_sha, 1)
-        .move_to_closure_start(&closure.debs.last().unwrap().name);
+    copy.edit(
+        "pins.toml",
+        &format!("\"{}\", version = \"{}\"", nvcc.package, nvcc.version),
+        &format!("\"{}\", version = \"{bumped}\"", nvcc.package),
+        2,
+    )
+    .edit("pins.toml", &deb.sha256, &new_sha, 1)
+    .move_to_closure_start(&closure.debs.last().unwrap().name);
     let flake = copy.flake();
     let copied = copy.pins();
     assert_eq!(copied.closure().unwrap().debs[0].name, closure.debs.last().unwrap().name, "test setup: the closure was not reordered");
@@ -378,8 +380,16 @@ fn broken_pin_files_fail_evaluation_with_a_clear_message() {
     let clang = &pins.toolchain.clang;
     let bumped = format!("{}+kilntest1", clang.version);
     let copy = Copy::new("stale-closure");
-    copy.edit("pins.toml", &format!("package = \"{}\", version = \"{}\"", clang.package, clang.version), &format!("package = \"{}\", version = \"{bumped}\"", clang.package), 1);
-    check(&copy, &[&format!("pins.toml: {} is pinned to {bumped} but [toolchain.closure] has {}", clang.package, clang.version), "cargo xtask pins update"]);
+    copy.edit(
+        "pins.toml",
+        &format!("package = \"{}\", version = \"{}\"", clang.package, clang.version),
+        &format!("package = \"{}\", version = \"{bumped}\"", clang.package),
+        1,
+    );
+    check(
+        &copy,
+        &[&format!("pins.toml: {} is pinned to {bumped} but [toolchain.closure] has {}", clang.package, clang.version), "cargo xtask pins update"],
+    );
 
     // No closure at all.
     let copy = Copy::new("no-closure");

@@ -169,7 +169,18 @@ impl Consumer {
         let mut cmd = Command::new(program);
         cmd.current_dir(dir).env_clear();
         cmd.env("PATH", &self.path).env("CARGO_HOME", &self.home).env("CARGO_TARGET_DIR", &self.target).env("CARGO_TERM_COLOR", "never");
-        for keep in ["HOME", "TMPDIR", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "SSL_CERT_FILE", "SSL_CERT_DIR", "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
+        for keep in [
+            "HOME",
+            "TMPDIR",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+            "SSL_CERT_FILE",
+            "SSL_CERT_DIR",
+            "http_proxy",
+            "https_proxy",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+        ] {
             if let Some(v) = std::env::var_os(keep) {
                 cmd.env(keep, v);
             }
@@ -192,9 +203,15 @@ impl Consumer {
     fn assert_no_gpu_sdk(&self) {
         for tool in ["nvcc", "hipcc"] {
             let out = self.command("sh", Path::new("/")).args(["-c", &format!("command -v {tool}")]).output().unwrap();
-            assert!(!out.status.success(), "{tool} is on the consumer's PATH ({}): this test needs a machine without it", String::from_utf8_lossy(&out.stdout).trim());
+            assert!(
+                !out.status.success(),
+                "{tool} is on the consumer's PATH ({}): this test needs a machine without it",
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
         }
-        for standard in ["/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc", "/usr/lib/cuda/bin/nvcc", "/usr/bin/nvcc", "/opt/rocm/bin/hipcc", "/usr/bin/hipcc"] {
+        for standard in
+            ["/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc", "/usr/lib/cuda/bin/nvcc", "/usr/bin/nvcc", "/opt/rocm/bin/hipcc", "/usr/bin/hipcc"]
+        {
             assert!(!Path::new(standard).exists(), "{standard} exists: this test shows builds on a machine without CUDA or ROCm, run it on one");
         }
     }
@@ -439,7 +456,11 @@ fn drop_in_replaces_upstream_through_patch() {
     let tree = c.cargo(&unpacked, &["tree", "--prefix", "none"]);
     let tree = String::from_utf8_lossy(&tree.stdout).into_owned();
     for r in &recs {
-        assert!(tree.contains(&format!("{} v{} ({}/{}-{})", r.name, r.version, vendor.display(), r.name, r.version)), "{} is not from vendor/:\n{tree}", r.name);
+        assert!(
+            tree.contains(&format!("{} v{} ({}/{}-{})", r.name, r.version, vendor.display(), r.name, r.version)),
+            "{} is not from vendor/:\n{tree}",
+            r.name
+        );
     }
 }
 
@@ -537,7 +558,8 @@ fn dry_run_uploads_nothing_and_refusals_are_clear() {
     assert!(out.status.success(), "{log}");
     assert!(log.contains(&format!("dry run: would publish to registry `kiln` ({}", server.index_url())), "{log}");
     assert!(log.contains("dry run: nothing uploaded; pass --execute to upload"), "{log}");
-    let position = |name: &str, version: &str| log.find(&format!(". {name} {version} ")).unwrap_or_else(|| panic!("{name} is not in the plan:\n{log}"));
+    let position =
+        |name: &str, version: &str| log.find(&format!(". {name} {version} ")).unwrap_or_else(|| panic!("{name} is not in the plan:\n{log}"));
     for r in &recs {
         let line = log.lines().find(|l| l.contains(&format!(". {} {} ", r.name, r.version))).unwrap();
         assert!(line.contains(&format!("{} bytes  sha256 {}  [new]", r.size, r.sha256)), "{line}");
@@ -574,7 +596,12 @@ fn dry_run_uploads_nothing_and_refusals_are_clear() {
     let log = text(&out);
     assert!(!out.status.success(), "{log}");
     assert!(
-        log.contains(&format!("{}: sha256 is {}, but crates.json records {}", path.display(), kiln_publish::packaged::sha256_hex(&bytes), victim.sha256)),
+        log.contains(&format!(
+            "{}: sha256 is {}, but crates.json records {}",
+            path.display(),
+            kiln_publish::packaged::sha256_hex(&bytes),
+            victim.sha256
+        )),
         "{log}"
     );
     assert!(log.contains("refusing to publish") && log.contains("rerun `cargo xtask dist`"), "{log}");
@@ -624,7 +651,10 @@ fn dry_run_uploads_nothing_and_refusals_are_clear() {
     let out = publish(&server, &["--execute", "--dist", changed.to_str().unwrap()], Some(TOKEN));
     let log = text(&out);
     assert!(!out.status.success(), "{log}");
-    assert!(log.contains(&format!("kiln-manifest {}: the registry already has kiln-manifest {} with other contents", small.version, small.version)), "{log}");
+    assert!(
+        log.contains(&format!("kiln-manifest {}: the registry already has kiln-manifest {} with other contents", small.version, small.version)),
+        "{log}"
+    );
     assert!(log.contains("a new revision needs a new version"), "{log}");
     assert_eq!(uploads(&reg_dir).len(), stored, "something was uploaded");
 }

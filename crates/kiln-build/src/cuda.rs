@@ -10,7 +10,17 @@ use crate::{
     plan::{Plan, SourceFile},
 };
 
-fn nvcc_job(plan: &Plan, module: &str, arch: String, kind: Kind, output: String, mode: &[&str], flags: &[String], file: &SourceFile, gencodes: Vec<String>) -> Result<Job> {
+fn nvcc_job(
+    plan: &Plan,
+    module: &str,
+    arch: String,
+    kind: Kind,
+    output: String,
+    mode: &[&str],
+    flags: &[String],
+    file: &SourceFile,
+    gencodes: Vec<String>,
+) -> Result<Job> {
     let mut argv = vec!["nvcc".to_string()];
     argv.extend(gencodes);
     argv.extend(mode.iter().map(|s| s.to_string()));

@@ -52,23 +52,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            verbose: false,
-            heartbeat: Duration::from_secs(30),
-        }
+        Options { workers: std::thread::available_parallelism().map_or(2, |n| n.get()), verbose: false, heartbeat: Duration::from_secs(30) }
     }
 }
 
 /// Runs every job; the result at index `i` belongs to `jobs[i]`. A failing
 /// job does not stop the others, so one run reports every failure.
-pub fn run_all(
-    runner: &Runner,
-    cache: &Cache,
-    jobs: &[Job],
-    opts: &Options,
-    say: &(dyn Fn(String) + Sync),
-) -> Vec<Result<Built, Failed>> {
+pub fn run_all(runner: &Runner, cache: &Cache, jobs: &[Job], opts: &Options, say: &(dyn Fn(String) + Sync)) -> Vec<Result<Built, Failed>> {
     let store = Store::new(cache);
     let hashes = Hashes::default();
     let start = Instant::now();
@@ -143,12 +133,7 @@ pub fn run_all(
     let results: Vec<_> = results.into_inner().unwrap().into_iter().map(|r| r.expect("every job ran")).collect();
     let failed = results.iter().filter(|r| r.is_err()).count();
     let b = built.load(Ordering::SeqCst);
-    say(format!(
-        "{} jobs in {:.1} s: {} from cache, {b} built, {failed} failed",
-        total,
-        start.elapsed().as_secs_f64(),
-        total - b - failed
-    ));
+    say(format!("{} jobs in {:.1} s: {} from cache, {b} built, {failed} failed", total, start.elapsed().as_secs_f64(), total - b - failed));
     results
 }
 

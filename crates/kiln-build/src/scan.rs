@@ -166,10 +166,7 @@ mod tests {
         let main = Input { at: "/kiln/src/main.cu".into(), host: src.join("main.cu") };
         let forced = [Input { at: "/kiln/hip/forced.h".into(), host: shim.join("forced.h") }];
         let found: Vec<String> = inputs(&trees, &main, &forced, &trees[1..]).unwrap().into_iter().map(|i| i.at).collect();
-        assert_eq!(
-            found,
-            ["/kiln/hip/cuda_fp16.h", "/kiln/hip/forced.h", "/kiln/src/b.cuh", "/kiln/src/main.cu", "/kiln/src/sub/a.cuh"]
-        );
+        assert_eq!(found, ["/kiln/hip/cuda_fp16.h", "/kiln/hip/forced.h", "/kiln/src/b.cuh", "/kiln/src/main.cu", "/kiln/src/sub/a.cuh"]);
 
         // Without the shim tree on the search path, <cuda_fp16.h> is a system header.
         let found = inputs(&trees, &main, &[], &[]).unwrap();

@@ -40,12 +40,7 @@ pub fn fetch_crate(cache: &Cache, name: &str, version: &str, sha256: &str, say: 
     };
     let actual = fetch::sha256_file(&crate_file)?;
     if actual != sha256 {
-        bail!(fetch::HashMismatch {
-            what: format!("{name} {version}"),
-            url: crate_file.display().to_string(),
-            expected: sha256.into(),
-            actual,
-        });
+        bail!(fetch::HashMismatch { what: format!("{name} {version}"), url: crate_file.display().to_string(), expected: sha256.into(), actual });
     }
 
     let tmp = cache.scratch("source")?;

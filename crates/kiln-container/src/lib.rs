@@ -38,9 +38,7 @@ pub const IMAGES: &[&str] = &["builder", "rocm", "cuda"];
 
 /// The `[containers]` table, or an error that says it is missing.
 pub fn containers(pins: &Pins) -> Result<&Containers> {
-    pins.containers.as_ref().with_context(|| {
-        format!("{} has no [containers] table: see docs/containers.md for what it holds", pins.file.display())
-    })
+    pins.containers.as_ref().with_context(|| format!("{} has no [containers] table: see docs/containers.md for what it holds", pins.file.display()))
 }
 
 /// The builder's generated closures, checked against the toolchain they were

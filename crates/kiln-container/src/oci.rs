@@ -112,12 +112,7 @@ pub fn builder_config(pins: &Pins, diff_id: &str) -> Result<ImageConfig> {
         created: created.clone(),
         architecture: "amd64".into(),
         os: "linux".into(),
-        config: RunConfig {
-            env: vec![BUILDER_PATH.into(), "HOME=/root".into()],
-            cmd: vec!["/bin/bash".into()],
-            working_dir: "/".into(),
-            labels,
-        },
+        config: RunConfig { env: vec![BUILDER_PATH.into(), "HOME=/root".into()], cmd: vec!["/bin/bash".into()], working_dir: "/".into(), labels },
         rootfs: RootFs { kind: "layers".into(), diff_ids: vec![format!("sha256:{diff_id}")] },
         history: vec![History {
             created,

@@ -34,12 +34,7 @@ pub fn successes(jobs: &[Job], results: Vec<Result<Built, Failed>>) -> Result<Ve
     }
     if !failed.is_empty() {
         let list: Vec<String> = failed.iter().map(|f| f.to_string()).collect();
-        bail!(
-            "{} of {} compile jobs failed; nothing was written to the dist folder:\n{}",
-            failed.len(),
-            jobs.len(),
-            list.join("\n")
-        );
+        bail!("{} of {} compile jobs failed; nothing was written to the dist folder:\n{}", failed.len(), jobs.len(), list.join("\n"));
     }
     Ok(ok)
 }
@@ -189,10 +184,7 @@ pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
         }
     }
     if !problems.is_empty() {
-        bail!(
-            "kernels differ between targets (a kernel missing on one arch would fail only on that GPU):\n  {}",
-            problems.join("\n  ")
-        );
+        bail!("kernels differ between targets (a kernel missing on one arch would fail only on that GPU):\n  {}", problems.join("\n  "));
     }
     Ok(())
 }

@@ -67,9 +67,7 @@ pub fn check(runner: &Runner, pins: &Pins, _selection: &Selection) -> Result<Too
     let root = &runner.sysroot().root;
     let header = root.join("usr/include/hip/hip_version.h");
     let text = std::fs::read_to_string(&header).with_context(|| format!("the toolchain has no HIP headers ({})", header.display()))?;
-    let define = |name: &str| {
-        text.lines().find_map(|l| l.strip_prefix(&format!("#define {name} ")).map(|v| v.trim().to_string()))
-    };
+    let define = |name: &str| text.lines().find_map(|l| l.strip_prefix(&format!("#define {name} ")).map(|v| v.trim().to_string()));
     let hip = format!("{}.{}", define("HIP_VERSION_MAJOR").unwrap_or_default(), define("HIP_VERSION_MINOR").unwrap_or_default());
     if !upstream_version(&t.hip.version).starts_with(&format!("{hip}.")) {
         return Err(mismatch("HIP (hip_version.h)", &hip, &t.hip));
@@ -104,13 +102,7 @@ pub fn check(runner: &Runner, pins: &Pins, _selection: &Selection) -> Result<Too
         let deb = closure.find(&pin.package).context("a compiler is missing from the closure")?;
         packages.insert(role.to_string(), Package { package: pin.package.clone(), version: pin.version.clone(), sha256: deb.sha256.clone() });
     }
-    Ok(Toolchain {
-        identity: runner.sysroot().identity.clone(),
-        distribution: t.distribution.clone(),
-        suite: t.suite.clone(),
-        packages,
-        reported,
-    })
+    Ok(Toolchain { identity: runner.sysroot().identity.clone(), distribution: t.distribution.clone(), suite: t.suite.clone(), packages, reported })
 }
 
 #[cfg(test)]
@@ -123,7 +115,8 @@ mod tests {
         assert_eq!(upstream_version("12.4.131~12.4.1-2"), "12.4.131");
         assert_eq!(upstream_version("5.7.1-6+deb13u1"), "5.7.1");
         assert_eq!(upstream_version("6.0+git20231212.5a852ed-2"), "6.0");
-        let nvcc = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4.r12.4/compiler.34097967_0\n";
+        let nvcc =
+            "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4.r12.4/compiler.34097967_0\n";
         assert_eq!(nvcc_version(nvcc).as_deref(), Some("12.4.131"));
         assert_eq!(clang_version("Debian clang version 17.0.6 (22+b2)\nTarget: x86_64").as_deref(), Some("17.0.6"));
         assert_eq!(nvcc_version("garbage"), None);

@@ -93,12 +93,7 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     if let Some(lock) = &opts.locked {
         let diff = lock.differences(&manifest, opts.selection.is_all());
         if !diff.is_empty() {
-            bail!(
-                "--locked: {} difference(s) from {}; the dist folder was left as it was:\n  {}",
-                diff.len(),
-                lock::FILE_NAME,
-                diff.join("\n  ")
-            );
+            bail!("--locked: {} difference(s) from {}; the dist folder was left as it was:\n  {}", diff.len(), lock::FILE_NAME, diff.join("\n  "));
         }
     }
     let staged = output::stage(&opts.out, &manifest, &collected)?;

@@ -38,8 +38,8 @@ impl Lock {
     }
 
     pub fn load(path: &Path) -> Result<Lock> {
-        let text = fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}; create it with `cargo xtask dist --update-lock`", path.display()))?;
+        let text =
+            fs::read_to_string(path).with_context(|| format!("cannot read {}; create it with `cargo xtask dist --update-lock`", path.display()))?;
         let lock: Lock = toml::from_str(&text).map_err(|e| {
             let line = e.span().map_or(0, |s| text[..s.start].matches('\n').count() + 1);
             anyhow::anyhow!("{}:{line}: {}", path.display(), e.message())

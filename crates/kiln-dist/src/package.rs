@@ -86,7 +86,9 @@ pub fn crates(
     fs::create_dir_all(&dest)?;
     let mut records = Vec::new();
     for p in &packaged {
-        let info = generated.iter().find(|g| p.name.starts_with(&format!("{}-", g.name)) && p.name[g.name.len() + 1..].starts_with(|c: char| c.is_ascii_digit()));
+        let info = generated
+            .iter()
+            .find(|g| p.name.starts_with(&format!("{}-", g.name)) && p.name[g.name.len() + 1..].starts_with(|c: char| c.is_ascii_digit()));
         let info = info.with_context(|| format!("cargo packaged {} which kiln did not generate", p.name))?;
         let file = format!("{}.crate", p.name);
         fs::copy(&p.file, dest.join(&file))?;

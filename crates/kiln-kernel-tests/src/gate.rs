@@ -133,12 +133,9 @@ pub fn decide(
             listing()
         )),
         (None, None) if devices.is_empty() => Gate::Skip(format!("no {label} device (the driver reports none)")),
-        (None, None) => Gate::Fail(format!(
-            "{}={} is not a {label} device here; devices: {}",
-            crate::TEST_DEVICE_ENV,
-            wanted_ordinal.unwrap_or(0),
-            listing()
-        )),
+        (None, None) => {
+            Gate::Fail(format!("{}={} is not a {label} device here; devices: {}", crate::TEST_DEVICE_ENV, wanted_ordinal.unwrap_or(0), listing()))
+        }
     }
 }
 
@@ -170,7 +167,9 @@ mod tests {
 
     #[test]
     fn a_leg_without_its_gpu_fails_instead_of_skipping() {
-        assert!(matches!(decide(Backend::Cuda, Some("sm_90"), None, absent), Gate::Fail(r) if r.contains("KILN_TEST_ARCH=sm_90") && r.contains("libcuda")));
+        assert!(
+            matches!(decide(Backend::Cuda, Some("sm_90"), None, absent), Gate::Fail(r) if r.contains("KILN_TEST_ARCH=sm_90") && r.contains("libcuda"))
+        );
         let a100 = |_| Ok(vec![Found { ordinal: 0, name: "A100".into(), arch: "sm_80".into() }]);
         assert!(matches!(decide(Backend::Cuda, Some("sm_90"), None, a100), Gate::Fail(r) if r.contains("0: A100 (sm_80)")));
         assert!(matches!(decide(Backend::Hip, Some("gfx90a"), None, |_| Ok(vec![])), Gate::Fail(_)));
@@ -186,10 +185,7 @@ mod tests {
     #[test]
     fn device_choice_and_bad_settings() {
         let two = |_| {
-            Ok(vec![
-                Found { ordinal: 0, name: "A100".into(), arch: "sm_80".into() },
-                Found { ordinal: 1, name: "H100".into(), arch: "sm_90".into() },
-            ])
+            Ok(vec![Found { ordinal: 0, name: "A100".into(), arch: "sm_80".into() }, Found { ordinal: 1, name: "H100".into(), arch: "sm_90".into() }])
         };
         assert!(matches!(decide(Backend::Cuda, Some("sm_90"), None, two), Gate::Run(f) if f.ordinal == 1));
         assert!(matches!(decide(Backend::Cuda, None, Some("1"), two), Gate::Run(f) if f.ordinal == 1));

@@ -17,8 +17,7 @@ pub mod report;
 pub mod results;
 
 /// The candle-kernels modules kiln builds and these tests cover, in report order.
-pub const MODULES: [&str; 11] =
-    ["affine", "binary", "cast", "conv", "fill", "indexing", "quantized", "reduce", "sort", "ternary", "unary"];
+pub const MODULES: [&str; 11] = ["affine", "binary", "cast", "conv", "fill", "indexing", "quantized", "reduce", "sort", "ternary", "unary"];
 
 /// Which GPU arch a CI leg is (`sm_90`, `gfx90a`): set by the generated workflow.
 pub const TEST_ARCH_ENV: &str = "KILN_TEST_ARCH";

@@ -148,7 +148,10 @@ fn run_leg(opts: &Options, bin: &Path, leg: &Leg) -> Result<(LegState, Vec<TestR
     let dir = opts.out.join(&leg.arch);
     std::fs::create_dir_all(&dir)?;
     let listed = list(opts, bin, Some(&leg.arch)).context("listing the kernel tests")?;
-    std::fs::write(dir.join("list.txt"), listed.iter().map(|l| format!("{}{}\n", l.name, if l.ignored { " (ignored)" } else { "" })).collect::<String>())?;
+    std::fs::write(
+        dir.join("list.txt"),
+        listed.iter().map(|l| format!("{}{}\n", l.name, if l.ignored { " (ignored)" } else { "" })).collect::<String>(),
+    )?;
     let junit = opts.root.join(JUNIT_PATH);
     let _ = std::fs::remove_file(&junit);
     let mut cmd = nextest(opts, bin, "run", Some(&leg.arch));
@@ -186,7 +189,11 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 Some((_, f)) => Some(results::parse_list(&std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?)?),
                 None => None,
             };
-            let results = results::merge(results::parse_junit(&xml).with_context(|| format!("reading {}", file.display()))?, listed.as_deref(), skip_reason(leg));
+            let results = results::merge(
+                results::parse_junit(&xml).with_context(|| format!("reading {}", file.display()))?,
+                listed.as_deref(),
+                skip_reason(leg),
+            );
             let how = match &listed {
                 Some(_) => format!("results from {} (skips from the nextest list beside it)", file.display()),
                 None => format!("results from {} (no nextest list given: skipped tests are not counted)", file.display()),
@@ -203,14 +210,17 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         preamble.push(format!("This machine:\n\n{}\n", lines.join("\n")));
         let bin = nextest_binary(opts);
         // A plain listing, for the size of the legs that do not run here.
-        let inventory = bin.as_ref().ok().and_then(|b| list(opts, b, None).map_err(|e| preamble.push(format!("(could not list the tests: {e:#})\n"))).ok());
+        let inventory =
+            bin.as_ref().ok().and_then(|b| list(opts, b, None).map_err(|e| preamble.push(format!("(could not list the tests: {e:#})\n"))).ok());
         for leg in &legs {
             let report = if found.has(&leg.arch) {
                 match &bin {
                     Err(e) => LegReport { arch: leg.arch.clone(), backend: leg.backend, state: LegState::Error(format!("{e:#}")), results: vec![] },
                     Ok(b) => match run_leg(opts, b, leg) {
                         Ok((state, results)) => LegReport { arch: leg.arch.clone(), backend: leg.backend, state, results },
-                        Err(e) => LegReport { arch: leg.arch.clone(), backend: leg.backend, state: LegState::Error(format!("{e:#}")), results: vec![] },
+                        Err(e) => {
+                            LegReport { arch: leg.arch.clone(), backend: leg.backend, state: LegState::Error(format!("{e:#}")), results: vec![] }
+                        }
                     },
                 }
             } else {
@@ -219,7 +229,12 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                     .flatten()
                     .map(|l| TestResult { binary: l.binary.clone(), name: l.name.clone(), outcome: results::Outcome::Skip, message: None })
                     .collect();
-                LegReport { arch: leg.arch.clone(), backend: leg.backend, state: LegState::Skipped(format!("no {} GPU on this machine", leg.arch)), results }
+                LegReport {
+                    arch: leg.arch.clone(),
+                    backend: leg.backend,
+                    state: LegState::Skipped(format!("no {} GPU on this machine", leg.arch)),
+                    results,
+                }
             };
             reports.push(report);
         }

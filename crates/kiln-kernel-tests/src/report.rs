@@ -111,9 +111,7 @@ pub fn table(legs: &[LegReport]) -> String {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |cells: &[String]| {
-        cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
-    };
+    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
     let mut out = line(&header) + "\n";
     out += &(widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  ") + "\n");
     for r in &rows {

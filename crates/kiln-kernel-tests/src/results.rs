@@ -40,11 +40,7 @@ pub fn parse_junit(xml: &str) -> Result<Vec<TestResult>> {
     let mut out = Vec::new();
     for case in root.descendants().filter(|n| n.has_tag_name("testcase")) {
         let name = case.attribute("name").context("a <testcase> without a name")?.to_string();
-        let binary = case
-            .attribute("classname")
-            .or_else(|| case.parent_element().and_then(|p| p.attribute("name")))
-            .unwrap_or_default()
-            .to_string();
+        let binary = case.attribute("classname").or_else(|| case.parent_element().and_then(|p| p.attribute("name"))).unwrap_or_default().to_string();
         let child = |tag: &str| case.children().find(|c| c.has_tag_name(tag));
         let (outcome, node) = if let Some(n) = child("failure").or_else(|| child("error")) {
             (Outcome::Fail, Some(n))

@@ -95,8 +95,12 @@ fn probe_with(names: &[&str], cell: &'static OnceLock<std::result::Result<Probe,
     });
     match outcome {
         Ok(_) => Ok(()),
-        Err(ProbeFailure::Missing { tried, detail }) => Err(Error::DriverMissing { backend: Backend::Cuda, tried: tried.clone(), detail: detail.clone() }),
-        Err(ProbeFailure::Symbol { library, symbol }) => Err(Error::DriverTooOld { backend: Backend::Cuda, library: library.clone(), symbol: symbol.clone() }),
+        Err(ProbeFailure::Missing { tried, detail }) => {
+            Err(Error::DriverMissing { backend: Backend::Cuda, tried: tried.clone(), detail: detail.clone() })
+        }
+        Err(ProbeFailure::Symbol { library, symbol }) => {
+            Err(Error::DriverTooOld { backend: Backend::Cuda, library: library.clone(), symbol: symbol.clone() })
+        }
     }
 }
 
@@ -160,7 +164,8 @@ impl CudaDevice {
     pub(crate) fn from_context(ctx: Arc<CudaContext>) -> Result<(CudaDevice, RawDeviceInfo)> {
         probe()?;
         let ordinal = ctx.ordinal();
-        let (major, minor) = guarded(|| ctx.compute_capability()).map_err(driver_err("cuDeviceGetAttribute", format!("device {ordinal} compute capability")))?;
+        let (major, minor) =
+            guarded(|| ctx.compute_capability()).map_err(driver_err("cuDeviceGetAttribute", format!("device {ordinal} compute capability")))?;
         let name = guarded(|| ctx.name()).map_err(driver_err("cuDeviceGetName", format!("device {ordinal}")))?;
         let version = guarded(|| {
             let mut v = 0;
@@ -226,7 +231,11 @@ impl CudaDevice {
     }
 
     pub(crate) fn function(&self, module: u64, name: &str) -> std::result::Result<u64, DriverFail> {
-        let name = CString::new(name).map_err(|_| DriverFail { code: -1, name: "invalid name".into(), message: "kernel name contains a NUL byte".into() })?;
+        let name = CString::new(name).map_err(|_| DriverFail {
+            code: -1,
+            name: "invalid name".into(),
+            message: "kernel name contains a NUL byte".into(),
+        })?;
         self.bind()?;
         guarded(|| unsafe { result::module::get_function(module as sys::CUmodule, name) }).map(|f| f as u64)
     }
@@ -235,7 +244,9 @@ impl CudaDevice {
     /// `params` must match the kernel's parameters; see `Function::launch`.
     pub(crate) unsafe fn launch(&self, function: u64, cfg: &LaunchConfig, params: &mut [*mut c_void]) -> std::result::Result<(), DriverFail> {
         self.bind()?;
-        guarded(|| unsafe { result::launch_kernel(function as sys::CUfunction, cfg.grid, cfg.block, cfg.shared_mem_bytes, std::ptr::null_mut(), params) })
+        guarded(|| unsafe {
+            result::launch_kernel(function as sys::CUfunction, cfg.grid, cfg.block, cfg.shared_mem_bytes, std::ptr::null_mut(), params)
+        })
     }
 }
 

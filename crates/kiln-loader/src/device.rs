@@ -399,7 +399,11 @@ pub struct Module {
 
 impl std::fmt::Debug for Module {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Module").field("artifact", &self.artifact.path).field("matched", &self.matched).field("device", &self.device.ordinal()).finish()
+        f.debug_struct("Module")
+            .field("artifact", &self.artifact.path)
+            .field("matched", &self.matched)
+            .field("device", &self.device.ordinal())
+            .finish()
     }
 }
 

@@ -142,7 +142,11 @@ fn bind(path: &str, library: libloading::Library) -> std::result::Result<Api, Er
     macro_rules! sym {
         ($name:literal) => {
             // SAFETY: the type is the C signature of the HIP entry point of this name.
-            *unsafe { library.get($name.as_bytes()) }.map_err(|_| Error::DriverTooOld { backend: Backend::Hip, library: path.to_string(), symbol: $name.to_string() })?
+            *unsafe { library.get($name.as_bytes()) }.map_err(|_| Error::DriverTooOld {
+                backend: Backend::Hip,
+                library: path.to_string(),
+                symbol: $name.to_string(),
+            })?
         };
     }
     macro_rules! opt {
@@ -186,7 +190,9 @@ fn api() -> Result<&'static Api> {
 fn clone_error(e: &Error) -> Error {
     match e {
         Error::DriverMissing { backend, tried, detail } => Error::DriverMissing { backend: *backend, tried: tried.clone(), detail: detail.clone() },
-        Error::DriverTooOld { backend, library, symbol } => Error::DriverTooOld { backend: *backend, library: library.clone(), symbol: symbol.clone() },
+        Error::DriverTooOld { backend, library, symbol } => {
+            Error::DriverTooOld { backend: *backend, library: library.clone(), symbol: symbol.clone() }
+        }
         other => Error::InvalidArgument(other.to_string()),
     }
 }
@@ -259,7 +265,10 @@ impl Api {
         let name = String::from_utf8_lossy(&field[..end]).into_owned();
         match DeviceArch::parse(&name) {
             Ok(DeviceArch::Hip { .. }) => Ok(name),
-            _ => Err(format!("the HIP runtime {} reported arch name {name:?}, which is not an AMD processor kiln knows (unrecognised ROCm ABI?)", self.path)),
+            _ => Err(format!(
+                "the HIP runtime {} reported arch name {name:?}, which is not an AMD processor kiln knows (unrecognised ROCm ABI?)",
+                self.path
+            )),
         }
     }
 }
@@ -273,7 +282,12 @@ pub(crate) fn count() -> Result<usize> {
 /// "No device" comes back from hipInit or hipGetDeviceCount as an error code.
 fn no_device_or(f: DriverFail, ordinal: usize, call: &'static str) -> Error {
     if f.code == HIP_ERROR_NO_DEVICE as i64 || f.code == HIP_ERROR_INVALID_DEVICE as i64 {
-        Error::NoDevice { backend: Backend::Hip, ordinal, count: 0, detail: format!("{} {}: {}", f.code, f.name, f.message).trim_end_matches([' ', ':']).to_string() }
+        Error::NoDevice {
+            backend: Backend::Hip,
+            ordinal,
+            count: 0,
+            detail: format!("{} {}: {}", f.code, f.name, f.message).trim_end_matches([' ', ':']).to_string(),
+        }
     } else {
         Error::Driver { backend: Backend::Hip, call, code: f.code, name: f.name, message: f.message, context: String::new() }
     }
@@ -389,7 +403,11 @@ impl HipDevice {
     }
 
     pub(crate) fn function(&self, module: u64, name: &str) -> std::result::Result<u64, DriverFail> {
-        let name = CString::new(name).map_err(|_| DriverFail { code: -1, name: "invalid name".into(), message: "kernel name contains a NUL byte".into() })?;
+        let name = CString::new(name).map_err(|_| DriverFail {
+            code: -1,
+            name: "invalid name".into(),
+            message: "kernel name contains a NUL byte".into(),
+        })?;
         self.select()?;
         let mut f: *mut c_void = std::ptr::null_mut();
         // SAFETY: writes one handle; the module is loaded.

@@ -184,7 +184,9 @@ pub fn check_blob(artifact: &Artifact, bytes: &[u8], device: &DeviceArch, matche
             }
             let device_level = major * 10 + minor;
             if level > device_level {
-                return Err(bad(format!("the PTX targets {target}, above the device's sm_{device_level}: the driver cannot compile it for this device")));
+                return Err(bad(format!(
+                    "the PTX targets {target}, above the device's sm_{device_level}: the driver cannot compile it for this device"
+                )));
             }
             Ok(())
         }
@@ -202,7 +204,10 @@ pub fn check_blob(artifact: &Artifact, bytes: &[u8], device: &DeviceArch, matche
             let generic_ok = HIP_GENERIC.iter().any(|(p, g)| p == gfx && *g == artifact.arch);
             let compat_ok = matched == Match::HipCompat && HIP_COMPAT.iter().any(|(d, s)| d == gfx && *s == artifact.arch);
             if artifact.arch != *gfx && !generic_ok && !compat_ok {
-                return Err(bad(format!("the code object is for {} and the device is {gfx}: ROCm runs a code object only on its own processor", artifact.arch)));
+                return Err(bad(format!(
+                    "the code object is for {} and the device is {gfx}: ROCm runs a code object only on its own processor",
+                    artifact.arch
+                )));
             }
             Ok(())
         }
@@ -287,27 +292,36 @@ mod tests {
             (vec![], "too short"),
             (b"\x7fELF".to_vec(), "too short"),
             (vec![0xffu8; 200], "bad magic"),
-            ({
-                let mut b = elf(EM_CUDA, 0x33, 0x5a);
-                b[4] = 1;
-                b
-            }, "64-bit"),
-            ({
-                // Claims 3 section headers at offset 64 that are not there.
-                let mut b = elf(EM_CUDA, 0x33, 0x5a);
-                b[40..48].copy_from_slice(&64u64.to_le_bytes());
-                b[58..60].copy_from_slice(&64u16.to_le_bytes());
-                b[60..62].copy_from_slice(&3u16.to_le_bytes());
-                b
-            }, "truncated"),
-            ({
-                // Offsets that overflow must not wrap around.
-                let mut b = elf(EM_CUDA, 0x33, 0x5a);
-                b[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
-                b[58..60].copy_from_slice(&64u16.to_le_bytes());
-                b[60..62].copy_from_slice(&1u16.to_le_bytes());
-                b
-            }, "truncated"),
+            (
+                {
+                    let mut b = elf(EM_CUDA, 0x33, 0x5a);
+                    b[4] = 1;
+                    b
+                },
+                "64-bit",
+            ),
+            (
+                {
+                    // Claims 3 section headers at offset 64 that are not there.
+                    let mut b = elf(EM_CUDA, 0x33, 0x5a);
+                    b[40..48].copy_from_slice(&64u64.to_le_bytes());
+                    b[58..60].copy_from_slice(&64u16.to_le_bytes());
+                    b[60..62].copy_from_slice(&3u16.to_le_bytes());
+                    b
+                },
+                "truncated",
+            ),
+            (
+                {
+                    // Offsets that overflow must not wrap around.
+                    let mut b = elf(EM_CUDA, 0x33, 0x5a);
+                    b[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
+                    b[58..60].copy_from_slice(&64u16.to_le_bytes());
+                    b[60..62].copy_from_slice(&1u16.to_le_bytes());
+                    b
+                },
+                "truncated",
+            ),
         ] {
             let e = check_blob(&a(&bytes), &bytes, &dev("sm_90"), Match::Exact).unwrap_err();
             assert!(matches!(e, Error::BadBlob { .. }) && e.to_string().contains(says), "{says}: {e}");

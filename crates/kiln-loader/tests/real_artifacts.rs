@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kiln_loader::{
-    check_blob, sha256_hex, ArtifactSource, Backend, Device, DeviceArch, DistDir, Error, KernelArgs, Kind, LaunchConfig, Manifest, Match, ModuleStore,
-    SelectOptions, StoreOptions,
+    check_blob, sha256_hex, ArtifactSource, Backend, Device, DeviceArch, DistDir, Error, KernelArgs, Kind, LaunchConfig, Manifest, Match,
+    ModuleStore, SelectOptions, StoreOptions,
 };
 
 const FIXTURE_ENV: &str = "KILN_LOADER_FIXTURE";
@@ -147,7 +147,10 @@ fn real_artifacts_are_selected_by_the_rules_and_pass_every_check() {
     let has = |arch: &str, k: &str| m.ptx("affine", arch.trim_start_matches("compute_").parse().unwrap()).unwrap().kernels.iter().any(|x| x == k);
     assert!(has("compute_89", "affine_f8_e4m3") && !has("compute_80", "affine_f8_e4m3"));
     // Forced PTX on sm_90 takes the highest level, never a cubin.
-    let ptx = ModuleStore::with_options(DistDir::open(fixture()).unwrap(), StoreOptions { select: SelectOptions { force_ptx: true, ..Default::default() } });
+    let ptx = ModuleStore::with_options(
+        DistDir::open(fixture()).unwrap(),
+        StoreOptions { select: SelectOptions { force_ptx: true, ..Default::default() } },
+    );
     let sel = ptx.check("fill", &arch("sm_90")).unwrap();
     assert_eq!((sel.artifact.arch.as_str(), sel.artifact.kind), ("compute_89", Kind::Ptx));
 }
@@ -202,7 +205,9 @@ fn corrupt_truncated_or_swapped_payloads_fail_the_hash() {
     fs::write(dir.join(&m.sass("fill", 80).unwrap().path), other).unwrap();
 
     let s = store(&dir);
-    for (module, device, path) in [("fill", "sm_90", "cuda/sm_90/fill.cubin"), ("affine", "sm_89", "cuda/compute_89/affine.ptx"), ("fill", "sm_80", "cuda/sm_80/fill.cubin")] {
+    for (module, device, path) in
+        [("fill", "sm_90", "cuda/sm_90/fill.cubin"), ("affine", "sm_89", "cuda/compute_89/affine.ptx"), ("fill", "sm_80", "cuda/sm_80/fill.cubin")]
+    {
         let e = s.check(module, &arch(device)).unwrap_err();
         assert!(matches!(&e, Error::HashMismatch { path: p, .. } if p == path), "{device}: {e:?}");
         assert!(e.to_string().contains("refusing to load it"), "{e}");
@@ -285,7 +290,10 @@ fn a_missing_driver_or_device_is_a_clear_error_and_never_a_panic() {
 fn on_a_cuda_gpu_modules_load_once_and_kernels_run() {
     let Some(device) = open_or_explain(Backend::Cuda) else { return };
     for force_ptx in [false, true] {
-        let s = Arc::new(ModuleStore::with_options(DistDir::open(fixture()).unwrap(), StoreOptions { select: SelectOptions { force_ptx, ..Default::default() } }));
+        let s = Arc::new(ModuleStore::with_options(
+            DistDir::open(fixture()).unwrap(),
+            StoreOptions { select: SelectOptions { force_ptx, ..Default::default() } },
+        ));
         // Eight threads race for each module; each must get the one loaded copy.
         let got: Vec<Vec<Arc<kiln_loader::Module>>> = std::thread::scope(|sc| {
             let hs: Vec<_> = (0..8).map(|_| sc.spawn(|| ["affine", "fill"].iter().map(|m| s.get(&device, m).unwrap()).collect::<Vec<_>>())).collect();

@@ -197,7 +197,12 @@ mod tests {
                 packages: BTreeMap::new(),
                 reported: BTreeMap::new(),
             },
-            targets: Targets { hip: vec!["gfx90a".into()], code_object_version: 5, cuda_ptx: vec!["compute_80".into()], cuda_sass: vec!["sm_90".into()] },
+            targets: Targets {
+                hip: vec!["gfx90a".into()],
+                code_object_version: 5,
+                cuda_ptx: vec!["compute_80".into()],
+                cuda_sass: vec!["sm_90".into()],
+            },
             artifacts: vec![Artifact {
                 module: "affine".into(),
                 backend: Backend::Cuda,
@@ -217,7 +222,18 @@ mod tests {
     fn round_trips_and_uses_the_documented_field_names() {
         let m = sample();
         let json = m.to_json();
-        for key in ["\"artifacts\"", "\"module\"", "\"backend\": \"cuda\"", "\"arch\"", "\"kind\": \"ptx\"", "\"path\"", "\"size\"", "\"sha256\"", "\"kernels\"", "\"crate\""] {
+        for key in [
+            "\"artifacts\"",
+            "\"module\"",
+            "\"backend\": \"cuda\"",
+            "\"arch\"",
+            "\"kind\": \"ptx\"",
+            "\"path\"",
+            "\"size\"",
+            "\"sha256\"",
+            "\"kernels\"",
+            "\"crate\"",
+        ] {
             assert!(json.contains(key), "{key} missing from {json}");
         }
         assert!(!json.contains("\"resources\""), "empty resources are left out");

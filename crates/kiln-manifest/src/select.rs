@@ -36,11 +36,10 @@ pub enum DeviceArch {
 /// A name outside it is refused as unknown rather than reported as "not
 /// carried", so that a typo (`gfx90`) is not mistaken for a real GPU.
 pub const KNOWN_GFX: &[&str] = &[
-    "gfx600", "gfx601", "gfx602", "gfx700", "gfx701", "gfx702", "gfx703", "gfx704", "gfx705", "gfx801", "gfx802", "gfx803",
-    "gfx805", "gfx810", "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940", "gfx941",
-    "gfx942", "gfx950", "gfx1010", "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034",
-    "gfx1035", "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200",
-    "gfx1201",
+    "gfx600", "gfx601", "gfx602", "gfx700", "gfx701", "gfx702", "gfx703", "gfx704", "gfx705", "gfx801", "gfx802", "gfx803", "gfx805", "gfx810",
+    "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940", "gfx941", "gfx942", "gfx950", "gfx1010", "gfx1011",
+    "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
+    "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
 ];
 
 /// The LLVM generic target covering each processor (LLVM AMDGPUUsage,
@@ -345,7 +344,8 @@ impl Manifest {
         let mut carried: Vec<String> = of_module.iter().filter(|a| a.backend == backend).map(|a| a.arch.clone()).collect();
         carried.sort();
         carried.dedup();
-        let none = |hint: Option<String>| SelectError::NoArtifact { module: module.to_string(), device: device.clone(), carried: carried.clone(), hint };
+        let none =
+            |hint: Option<String>| SelectError::NoArtifact { module: module.to_string(), device: device.clone(), carried: carried.clone(), hint };
         match device {
             DeviceArch::Cuda { major, minor } => {
                 let dev = (*major, *minor);
@@ -420,7 +420,13 @@ mod tests {
             schema: SCHEMA,
             kiln: "0.1.0".into(),
             source: Source { crate_name: "candle-kernels".into(), version: "0.11.1".into(), sha256: "ab".repeat(32) },
-            toolchain: Toolchain { identity: "cd".repeat(32), distribution: "debian".into(), suite: "trixie".into(), packages: BTreeMap::new(), reported: BTreeMap::new() },
+            toolchain: Toolchain {
+                identity: "cd".repeat(32),
+                distribution: "debian".into(),
+                suite: "trixie".into(),
+                packages: BTreeMap::new(),
+                reported: BTreeMap::new(),
+            },
             targets: Targets { hip: vec![], code_object_version: 5, cuda_ptx: vec![], cuda_sass: vec![] },
             artifacts,
         }
@@ -476,8 +482,32 @@ mod tests {
     #[test]
     fn refuses_garbage_and_unknown_archs() {
         for s in [
-            "", "   ", "sm_", "sm_9", "9", "sm_9x", "sm_90a", "0.5", "sm_05", "9.", ".9", "9.10", "1234", "cuda", "h100", "gfx", "gfx90",
-            "gfx9000", "gfx90a:xnack", "gfx90a:+", "gfx90a:sramecc+:", "gfx10-3-generic", "gfx90a;rm -rf", "-90", "sm_-9", "９０",
+            "",
+            "   ",
+            "sm_",
+            "sm_9",
+            "9",
+            "sm_9x",
+            "sm_90a",
+            "0.5",
+            "sm_05",
+            "9.",
+            ".9",
+            "9.10",
+            "1234",
+            "cuda",
+            "h100",
+            "gfx",
+            "gfx90",
+            "gfx9000",
+            "gfx90a:xnack",
+            "gfx90a:+",
+            "gfx90a:sramecc+:",
+            "gfx10-3-generic",
+            "gfx90a;rm -rf",
+            "-90",
+            "sm_-9",
+            "９０",
         ] {
             let e = DeviceArch::parse(s).expect_err(s);
             assert_eq!(e.input, s);

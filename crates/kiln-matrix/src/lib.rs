@@ -249,12 +249,7 @@ impl Matrix {
 
     /// Parses matrix text. `path` and `pins_file` are only used in messages;
     /// `targets` is what `cargo xtask dist` builds, which every leg must be in.
-    pub fn parse(
-        path: &Path,
-        text: &str,
-        pins_file: &Path,
-        targets: &kiln_pins::Targets,
-    ) -> Result<Matrix, MatrixError> {
+    pub fn parse(path: &Path, text: &str, pins_file: &Path, targets: &kiln_pins::Targets) -> Result<Matrix, MatrixError> {
         parse::parse(path, text, pins_file, targets)
     }
 

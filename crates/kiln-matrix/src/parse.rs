@@ -7,9 +7,7 @@ use std::path::Path;
 use kiln_pins::{HipArch, Sm, Targets, HIP_ARCHS, SM_ARCHS};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
 
-use crate::{
-    Action, Actions, Arch, Backend, Build, Image, Leg, Matrix, MatrixError, Status, Tests, BASE_LABELS, SCHEMA,
-};
+use crate::{Action, Actions, Arch, Backend, Build, Image, Leg, Matrix, MatrixError, Status, Tests, BASE_LABELS, SCHEMA};
 
 type Node<'a> = MarkedYaml<'a>;
 
@@ -157,8 +155,7 @@ fn is_hex(s: &str, len: usize) -> bool {
 pub(crate) fn parse(path: &Path, text: &str, pins_file: &Path, targets: &Targets) -> Result<Matrix, MatrixError> {
     let cx = Cx { file: path };
     let docs = MarkedYaml::load_from_str(text).map_err(|e: ScanError| {
-        cx.at_marker(*e.marker(), format!("not valid YAML: {}", e.info()))
-            .help("fix the syntax at that place; `cargo xtask ci` re-reads the file")
+        cx.at_marker(*e.marker(), format!("not valid YAML: {}", e.info())).help("fix the syntax at that place; `cargo xtask ci` re-reads the file")
     })?;
     let root = match docs.as_slice() {
         [root] => root,
@@ -179,11 +176,7 @@ pub(crate) fn parse(path: &Path, text: &str, pins_file: &Path, targets: &Targets
     let schema = top.require(&cx, "schema")?;
     match &schema.data {
         YamlData::Value(Scalar::Integer(n)) if *n == SCHEMA => {}
-        _ => {
-            return Err(cx
-                .at(schema, format!("this kiln reads matrix schema {SCHEMA}"))
-                .help(format!("write `schema: {SCHEMA}`")))
-        }
+        _ => return Err(cx.at(schema, format!("this kiln reads matrix schema {SCHEMA}")).help(format!("write `schema: {SCHEMA}`"))),
     }
 
     let build = build(&cx, top.require(&cx, "build")?)?;
@@ -312,10 +305,10 @@ fn image(cx: &Cx, node: &Node, what: &str) -> Result<Image, MatrixError> {
     // A registry host may carry a port (`host:5000/x`); a tag after the last
     // `/` would be a second, movable name for the same pin.
     let last = name.rsplit('/').next().unwrap_or(name);
-    let name_ok = name.split('/').all(|part| {
-        !part.is_empty()
-            && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | ':'))
-    }) && !last.contains(':');
+    let name_ok = name
+        .split('/')
+        .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | ':')))
+        && !last.contains(':');
     if !name_ok {
         return Err(bad());
     }
@@ -324,14 +317,7 @@ fn image(cx: &Cx, node: &Node, what: &str) -> Result<Image, MatrixError> {
 
 const LEG_KEYS: &[&str] = &["arch", "backend", "status", "labels", "image", "partitions", "timeout-minutes", "env"];
 
-fn leg(
-    cx: &Cx,
-    node: &Node,
-    hip_image: &Option<Image>,
-    cuda_image: &Option<Image>,
-    pins_file: &Path,
-    targets: &Targets,
-) -> Result<Leg, MatrixError> {
+fn leg(cx: &Cx, node: &Node, hip_image: &Option<Image>, cuda_image: &Option<Image>, pins_file: &Path, targets: &Targets) -> Result<Leg, MatrixError> {
     let f = Fields::new(cx, node, "a leg", LEG_KEYS)?;
 
     let arch_node = f.require(cx, "arch")?;
@@ -476,11 +462,7 @@ fn arch(cx: &Cx, node: &Node, pins_file: &Path, targets: &Targets) -> Result<Arc
             .at(node, format!("`{s}` is a virtual (PTX) arch; a leg runs on a real GPU"))
             .help("name the GPU's compute capability as sm_XX"));
     } else {
-        let known: Vec<String> = HIP_ARCHS
-            .iter()
-            .map(|(n, _)| n.to_string())
-            .chain(SM_ARCHS.iter().map(|n| format!("sm_{n}")))
-            .collect();
+        let known: Vec<String> = HIP_ARCHS.iter().map(|(n, _)| n.to_string()).chain(SM_ARCHS.iter().map(|n| format!("sm_{n}"))).collect();
         return Err(cx.at(node, format!("unknown arch `{s}`; known: {}", known.join(", "))));
     };
     let built = match &arch {

@@ -313,10 +313,9 @@ fn build_job(o: &mut Out, m: &Matrix) {
              printf '%s\\n' \"$GITHUB_WORKSPACE\" > target/kiln-tests/{WORKSPACE_FILE}"
         ),
     );
-    for (name, artifact, path) in [
-        ("Upload the dist folder", DIST_ARTIFACT, "target/dist"),
-        ("Upload the test archive", TESTS_ARTIFACT, "target/kiln-tests"),
-    ] {
+    for (name, artifact, path) in
+        [("Upload the dist folder", DIST_ARTIFACT, "target/dist"), ("Upload the test archive", TESTS_ARTIFACT, "target/kiln-tests")]
+    {
         o.uses(3, name, &a.upload_artifact);
         o.line(4, "with:");
         o.line(5, &format!("name: {artifact}"));
@@ -389,10 +388,7 @@ fn gpu_job(o: &mut Out, m: &Matrix, leg: &Leg) {
     o.line(3, &format!("KILN_IMAGE: {}", scalar(&leg.image.reference())));
     o.line(3, &format!("{}: {}", crate::TEST_ARCH_ENV, scalar(&arch)));
     o.line(3, &format!("KILN_PARTITION: count:${{{{ matrix.partition }}}}/{n}"));
-    o.line(
-        3,
-        &format!("KILN_CONTAINER: kiln-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}-{arch}-${{{{ matrix.partition }}}}"),
-    );
+    o.line(3, &format!("KILN_CONTAINER: kiln-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}-{arch}-${{{{ matrix.partition }}}}"));
     if let Some(filter) = &m.tests.filter {
         o.line(3, &format!("KILN_TEST_FILTER: {}", scalar(filter)));
     }
@@ -403,10 +399,7 @@ fn gpu_job(o: &mut Out, m: &Matrix, leg: &Leg) {
     o.uses(3, "Check out", &a.checkout);
     o.line(4, "with:");
     o.line(5, "persist-credentials: false");
-    for (name, artifact, dir) in [
-        ("Download the dist folder", DIST_ARTIFACT, "dist"),
-        ("Download the test archive", TESTS_ARTIFACT, "tests"),
-    ] {
+    for (name, artifact, dir) in [("Download the dist folder", DIST_ARTIFACT, "dist"), ("Download the test archive", TESTS_ARTIFACT, "tests")] {
         o.uses(3, name, &a.download_artifact);
         o.line(4, "with:");
         o.line(5, &format!("name: {artifact}"));

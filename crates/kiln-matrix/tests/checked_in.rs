@@ -34,10 +34,7 @@ fn the_repository_matrix_tests_every_pinned_amd_arch() {
     let root = root();
     let pins = kiln_pins::Pins::load(&root.join("pins.toml")).unwrap();
     for gfx in &pins.targets.hip {
-        assert!(
-            m.legs.iter().any(|l| l.arch.name() == gfx.as_str()),
-            "pins.toml builds {gfx} but ci/matrix.yaml has no leg for it"
-        );
+        assert!(m.legs.iter().any(|l| l.arch.name() == gfx.as_str()), "pins.toml builds {gfx} but ci/matrix.yaml has no leg for it");
     }
     assert!(m.legs.iter().any(|l| l.arch.name() == "sm_90"), "the H100 leg");
 }
@@ -54,10 +51,7 @@ fn every_generated_script_is_valid_bash() {
     for (job, body) in jobs {
         for step in body["steps"].as_sequence().unwrap() {
             let Some(script) = step.as_mapping_get("run").and_then(|r| r.as_str()) else { continue };
-            let out = std::process::Command::new("bash")
-                .args(["-n", "-c", script])
-                .output()
-                .expect("bash runs");
+            let out = std::process::Command::new("bash").args(["-n", "-c", script]).output().expect("bash runs");
             assert!(
                 out.status.success(),
                 "job {} step {:?}: {}\n{script}",

@@ -166,7 +166,7 @@ fn wrong_types_and_values_are_refused_where_they_are() {
 
     let e = broken("    status: active\n", "");
     assert!(e.message.contains("a leg has no `status`"), "{e}");
-    assert_eq!(e.line, line_in(&good(), "- arch: gfx1030") , "{e}");
+    assert_eq!(e.line, line_in(&good(), "- arch: gfx1030"), "{e}");
 }
 
 #[test]

@@ -84,8 +84,7 @@ fn the_build_job_runs_dist_and_uploads_dist_and_archive() {
     assert_eq!(str_of(&wf, &["jobs", "build", "runs-on"]), "ubuntu-24.04");
     assert_eq!(str_of(&wf, &["jobs", "build", "env", "KILN_RUST"]), "1.95.0");
     assert!(str_of(step(&wf, "build", "Install kiln's system packages"), &["run"]).starts_with("bash .ci/setup\n"));
-    let names: Vec<&str> =
-        steps(&wf, "build").iter().map(|s| s.as_mapping_get("name").unwrap().as_str().unwrap()).collect();
+    let names: Vec<&str> = steps(&wf, "build").iter().map(|s| s.as_mapping_get("name").unwrap().as_str().unwrap()).collect();
     let at = |n: &str| names.iter().position(|x| *x == n).unwrap_or_else(|| panic!("no step {n}: {names:?}"));
     assert!(at("Install cargo-nextest") < at("Install kiln's system packages"), "so that .ci/setup keeps the pinned nextest");
     assert!(at("Install kiln's system packages") < at("Build the dist folder"));
@@ -123,12 +122,8 @@ fn gpu_jobs_run_on_their_arch_label_with_partitions_and_timeouts() {
     assert_eq!(get(&wf, &["jobs", "gpu-sm_90", "timeout-minutes"]).as_integer(), Some(30));
     assert_eq!(get(&wf, &["jobs", "gpu-gfx1030", "timeout-minutes"]).as_integer(), Some(60));
 
-    let parts: Vec<i64> = get(&wf, &["jobs", "gpu-gfx90a", "strategy", "matrix", "partition"])
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_integer().unwrap())
-        .collect();
+    let parts: Vec<i64> =
+        get(&wf, &["jobs", "gpu-gfx90a", "strategy", "matrix", "partition"]).as_sequence().unwrap().iter().map(|p| p.as_integer().unwrap()).collect();
     assert_eq!(parts, [1, 2]);
     assert_eq!(get(&wf, &["jobs", "gpu-gfx90a", "strategy", "fail-fast"]).as_bool(), Some(false));
     let env = |job: &str, key: &str| str_of(&wf, &["jobs", job, "env", key]).to_string();
@@ -196,8 +191,7 @@ fn junit_is_uploaded_even_when_tests_fail_and_the_container_is_removed() {
     let stop = step(&wf, "gpu-sm_90", "Stop the test container");
     assert_eq!(str_of(stop, &["if"]), "always()");
     assert!(str_of(stop, &["run"]).contains("docker rm --force \"$KILN_CONTAINER\""));
-    let names: Vec<&str> =
-        steps(&wf, "gpu-sm_90").iter().map(|s| s.as_mapping_get("name").unwrap().as_str().unwrap()).collect();
+    let names: Vec<&str> = steps(&wf, "gpu-sm_90").iter().map(|s| s.as_mapping_get("name").unwrap().as_str().unwrap()).collect();
     assert_eq!(
         names,
         [
@@ -226,8 +220,7 @@ fn the_actionlint_config_lists_the_custom_labels() {
     let files = workflow::generate(&matrix(&good()));
     let cfg = files.iter().find(|g| g.path.to_str() == Some(workflow::ACTIONLINT_CONFIG)).unwrap();
     let doc = Yaml::load_from_str(&cfg.text).unwrap();
-    let labels: Vec<&str> =
-        doc[0]["self-hosted-runner"]["labels"].as_sequence().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    let labels: Vec<&str> = doc[0]["self-hosted-runner"]["labels"].as_sequence().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     assert_eq!(labels, ["kiln-gpu", "gfx1030", "gfx90a", "sm_90", "h100"]);
 }
 
@@ -276,10 +269,8 @@ fn drift_finds_missing_changed_and_stale_files_and_write_fixes_them() {
     assert!(!root.join(".github/workflows/old.yml").exists());
     assert!(root.join(".github/workflows/other.yml").exists());
 
-    let edited: Vec<Generated> = files
-        .iter()
-        .map(|g| Generated { path: g.path.clone(), text: g.text.replace("timeout-minutes: 60", "timeout-minutes: 61") })
-        .collect();
+    let edited: Vec<Generated> =
+        files.iter().map(|g| Generated { path: g.path.clone(), text: g.text.replace("timeout-minutes: 60", "timeout-minutes: 61") }).collect();
     assert_eq!(workflow::drift(&root, &edited).unwrap(), [Drift::Differs(wf)]);
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -86,7 +86,10 @@ fn main() -> Result<()> {
         eprint!("{row}");
         md.push_str(&row);
     }
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())).unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default();
     let head = format!(
         "payload-bench on {} ({} cores), dist {} ({} artifacts), ruzstd 0.9, release build.\n\n",
         cpu,

@@ -39,11 +39,7 @@ pub fn package(root: &Path) -> Result<Vec<Packaged>> {
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    let over: Vec<String> = out
-        .iter()
-        .filter(|p| p.size > CRATES_IO_LIMIT)
-        .map(|p| format!("{} ({} bytes)", p.name, p.size))
-        .collect();
+    let over: Vec<String> = out.iter().filter(|p| p.size > CRATES_IO_LIMIT).map(|p| format!("{} ({} bytes)", p.name, p.size)).collect();
     if !over.is_empty() {
         bail!("over the crates.io limit of {CRATES_IO_LIMIT} bytes: {}", over.join(", "));
     }

@@ -44,11 +44,7 @@ pub fn tables(manifest: &Manifest) -> Vec<Part> {
                 let suffix = feature_of(&a.arch);
                 match tables.iter_mut().find(|p| p.suffix == suffix) {
                     Some(p) => p.paths.push(a.path.clone()),
-                    None => tables.push(Part {
-                        suffix: suffix.clone(),
-                        role: Role::Table { feature: suffix },
-                        paths: vec![a.path.clone()],
-                    }),
+                    None => tables.push(Part { suffix: suffix.clone(), role: Role::Table { feature: suffix }, paths: vec![a.path.clone()] }),
                 }
             }
             Kind::Staticlib => {}

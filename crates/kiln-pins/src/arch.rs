@@ -49,10 +49,7 @@ impl HipArch {
     pub fn parse(s: &str) -> Result<HipArch, String> {
         match HIP_ARCHS.iter().find(|(name, _)| *name == s) {
             Some(_) => Ok(HipArch(s.to_string())),
-            None => Err(format!(
-                "unknown AMD arch `{s}`; known: {}",
-                HIP_ARCHS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-            )),
+            None => Err(format!("unknown AMD arch `{s}`; known: {}", HIP_ARCHS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))),
         }
     }
     pub fn as_str(&self) -> &str {
@@ -83,9 +80,7 @@ impl Sm {
     /// Parses `sm_XX` (real, SASS) or `compute_XX` (virtual, PTX) with the given prefix.
     pub fn parse_prefixed(s: &str, prefix: &str) -> Result<Sm, String> {
         let known = || SM_ARCHS.iter().map(|n| format!("{prefix}{n}")).collect::<Vec<_>>().join(", ");
-        let digits = s
-            .strip_prefix(prefix)
-            .ok_or_else(|| format!("`{s}` is not a `{prefix}XX` arch; known: {}", known()))?;
+        let digits = s.strip_prefix(prefix).ok_or_else(|| format!("`{s}` is not a `{prefix}XX` arch; known: {}", known()))?;
         match digits.parse::<u32>() {
             Ok(n) if SM_ARCHS.contains(&n) => Ok(Sm(n)),
             _ => Err(format!("unknown NVIDIA arch `{s}`; known: {}", known())),

@@ -127,14 +127,8 @@ impl Containers {
     pub fn closures(&self, file: &std::path::Path) -> Result<ContainerClosures, PinError> {
         let b = &self.builder;
         let missing = |what: &str| {
-            PinError {
-                file: file.to_path_buf(),
-                line: 0,
-                column: 0,
-                message: format!("the generated {what} is missing"),
-                help: None,
-            }
-            .help("run `cargo xtask container --update` to resolve [containers]")
+            PinError { file: file.to_path_buf(), line: 0, column: 0, message: format!("the generated {what} is missing"), help: None }
+                .help("run `cargo xtask container --update` to resolve [containers]")
         };
         Ok(ContainerClosures {
             toolchain: b.resolved_on.clone().ok_or_else(|| missing("[containers.builder.closure]"))?,
@@ -232,7 +226,8 @@ fn check_name(cx: &Ctx, name: &S<String>, what: &str) -> Result<String, PinError
 fn check_base(cx: &Ctx, base: &S<String>) -> Result<ImageRef, PinError> {
     let b = base.get_ref();
     let Some((name, digest)) = b.split_once('@') else {
-        return Err(cx.err(base, format!("containers.base `{b}` is not pinned by digest"))
+        return Err(cx
+            .err(base, format!("containers.base `{b}` is not pinned by digest"))
             .help("write it as `<image>:<tag>@sha256:<digest>`: a tag can be moved to other bytes, a digest cannot"));
     };
     let hex = digest.strip_prefix("sha256:").unwrap_or("");
@@ -364,13 +359,8 @@ pub(crate) fn check(cx: &Ctx, raw: RawContainers, toolchain: &Toolchain) -> Resu
             (Some(Closure { debs }), Some(comps), Some(identity))
         }
     };
-    let builder = BuilderImage {
-        name: builder_name,
-        packages: ImagePackages { include, exclude, closure },
-        rust: rust.clone(),
-        rust_components,
-        resolved_on,
-    };
+    let builder =
+        BuilderImage { name: builder_name, packages: ImagePackages { include, exclude, closure }, rust: rust.clone(), rust_components, resolved_on };
 
     let runner = |r: RawRunner, what: &str| -> Result<RunnerImage, PinError> {
         let name = check_name(cx, &r.name, what)?;

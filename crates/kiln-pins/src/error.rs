@@ -1,4 +1,8 @@
-use std::{fmt, ops::Range, path::{Path, PathBuf}};
+use std::{
+    fmt,
+    ops::Range,
+    path::{Path, PathBuf},
+};
 
 /// A problem in the pin file, located to `file:line:column`.
 #[derive(Debug)]

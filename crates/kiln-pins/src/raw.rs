@@ -127,8 +127,7 @@ impl Ctx<'_> {
 pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
     let raw: RawPins = toml::from_str(text).map_err(|e| {
         // toml's message repeats the location and a source excerpt; keep the reason only.
-        PinError::at(file, text, e.span(), e.message().trim().to_string())
-            .help("see docs/pins.md for the pin file's keys")
+        PinError::at(file, text, e.span(), e.message().trim().to_string()).help("see docs/pins.md for the pin file's keys")
     })?;
     let cx = Ctx { file, text };
 
@@ -203,13 +202,7 @@ fn check_candle(cx: &Ctx, raw: RawCandle) -> Result<Candle, PinError> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(cx.err(&raw.staticlib.name, format!("`{name}` is not a library name")));
     }
-    Ok(Candle {
-        crate_name: raw.crate_name,
-        version: raw.version,
-        sha256,
-        modules,
-        staticlib: StaticLib { name: name.clone(), sources },
-    })
+    Ok(Candle { crate_name: raw.crate_name, version: raw.version, sha256, modules, staticlib: StaticLib { name: name.clone(), sources } })
 }
 
 fn check_targets(cx: &Ctx, raw: RawTargets) -> Result<Targets, PinError> {
@@ -221,10 +214,7 @@ fn check_targets(cx: &Ctx, raw: RawTargets) -> Result<Targets, PinError> {
     }
     let cov = *raw.code_object_version.get_ref();
     if !(4..=5).contains(&cov) {
-        return Err(cx.err(
-            &raw.code_object_version,
-            format!("code_object_version {cov} is not supported; the pinned clang emits 4 or 5"),
-        ));
+        return Err(cx.err(&raw.code_object_version, format!("code_object_version {cov} is not supported; the pinned clang emits 4 or 5")));
     }
     Ok(Targets { hip, code_object_version: cov, cuda_ptx, cuda_sass })
 }

@@ -133,7 +133,13 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
             .map(|d| {
                 let kind = if d.kind == "normal" { String::new() } else { format!("({}) ", d.kind) };
                 let opt = if d.optional { " optional" } else { "" };
-                let from = d.registry.as_deref().map_or(" (this registry)".to_string(), |r| if r == CRATES_IO_INDEX { String::new() } else { format!(" ({r})") });
+                let from = d.registry.as_deref().map_or(" (this registry)".to_string(), |r| {
+                    if r == CRATES_IO_INDEX {
+                        String::new()
+                    } else {
+                        format!(" ({r})")
+                    }
+                });
                 format!("{kind}{} {}{opt}{from}", d.name, d.version_req)
             })
             .collect();
@@ -184,7 +190,11 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
             .unwrap_or_default();
         if r.status != 200 || !errors.is_empty() {
             let detail = if errors.is_empty() { text.trim().to_string() } else { errors.join("; ") };
-            let done = if outcome.uploaded.is_empty() { "nothing was uploaded".to_string() } else { format!("uploaded before it: {}", outcome.uploaded.join(", ")) };
+            let done = if outcome.uploaded.is_empty() {
+                "nothing was uploaded".to_string()
+            } else {
+                format!("uploaded before it: {}", outcome.uploaded.join(", "))
+            };
             bail!("{id}: the registry refused it (HTTP {}): {detail}\n{done}; a rerun skips what is already there", r.status);
         }
         writeln!(out, "{id}: uploaded ({} bytes)", item.packaged.bytes.len())?;
@@ -201,13 +211,7 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
         outcome.uploaded.push(id);
         wait_for_index(&reg, &config, item, opts.index_wait)?;
     }
-    writeln!(
-        out,
-        "done: {} uploaded, {} already there, {} skipped",
-        outcome.uploaded.len(),
-        outcome.already_there.len(),
-        outcome.skipped.len()
-    )?;
+    writeln!(out, "done: {} uploaded, {} already there, {} skipped", outcome.uploaded.len(), outcome.already_there.len(), outcome.skipped.len())?;
     Ok(outcome)
 }
 
@@ -230,7 +234,12 @@ fn wait_for_index(reg: &Registry, config: &Config, item: &plan::Item, limit: Dur
             return Ok(());
         }
         if start.elapsed() > limit {
-            bail!("{} {} was uploaded but is not in the index after {:?}; rerun later (what is there is skipped)", item.meta.name, item.meta.vers, limit);
+            bail!(
+                "{} {} was uploaded but is not in the index after {:?}; rerun later (what is there is skipped)",
+                item.meta.name,
+                item.meta.vers,
+                limit
+            );
         }
         std::thread::sleep(Duration::from_millis(500));
     }

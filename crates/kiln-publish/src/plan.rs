@@ -45,9 +45,9 @@ pub fn build(crates: Vec<Packaged>, target_index: &str, target_is_crates_io: boo
                 continue;
             }
         };
-        let skip = drop_in_for(&p).filter(|_| target_is_crates_io).map(|up| {
-            format!("the drop-in under upstream's name: `{up}` on crates.io is candle's own crate (publish it to your own registry)")
-        });
+        let skip = drop_in_for(&p)
+            .filter(|_| target_is_crates_io)
+            .map(|up| format!("the drop-in under upstream's name: `{up}` on crates.io is candle's own crate (publish it to your own registry)"));
         items.push(Item { packaged: p, meta, skip });
     }
     let versions: BTreeMap<String, String> = items.iter().map(|i| (i.meta.name.clone(), i.meta.vers.clone())).collect();

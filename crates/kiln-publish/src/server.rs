@@ -283,9 +283,7 @@ fn file(root: &Path, rel: &str, content_type: &'static str) -> Reply {
 
 fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        && name.len() <= 64
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') && name.len() <= 64
 }
 
 /// Checks one upload and adds it: `Err((status, detail))` otherwise.

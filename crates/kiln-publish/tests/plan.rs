@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use kiln_publish::{metadata::NewCrate, packaged, plan, server, CRATES_IO_INDEX};
 
 fn dist() -> PathBuf {
-    let dir = std::env::var_os("KILN_DIST_DIR")
-        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dist"), PathBuf::from);
+    let dir = std::env::var_os("KILN_DIST_DIR").map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dist"), PathBuf::from);
     assert!(
         dir.join(packaged::CRATES_JSON).is_file(),
         "{} has no {}: run `cargo xtask dist` first (`cargo xtask test` does), or set KILN_DIST_DIR",
@@ -44,7 +43,10 @@ fn metadata_as_cargo_would_send_it_to_another_registry() {
     let manifest = dep(main, "kiln-manifest");
     assert_eq!((manifest.registry.as_deref(), manifest.kind.as_str(), manifest.optional), (None, "normal", false));
     let sm90 = dep(main, "kiln-candle-kernels-sm90");
-    assert_eq!((sm90.registry.as_deref(), sm90.optional, sm90.version_req.as_str()), (None, true, format!("={}", v.split('+').next().unwrap()).as_str()));
+    assert_eq!(
+        (sm90.registry.as_deref(), sm90.optional, sm90.version_req.as_str()),
+        (None, true, format!("={}", v.split('+').next().unwrap()).as_str())
+    );
     assert_eq!(dep(main, "ruzstd").registry.as_deref(), Some(CRATES_IO_INDEX));
     assert!(!dep(main, "ruzstd").default_features);
     assert_eq!(dep(main, "ruzstd").features, vec!["std".to_string()]);

@@ -23,8 +23,7 @@ impl Cache {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
             _ => match std::env::var_os("XDG_CACHE_HOME") {
                 Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("kiln"),
-                _ => PathBuf::from(std::env::var_os("HOME").context("neither KILN_CACHE_DIR nor HOME is set")?)
-                    .join(".cache/kiln"),
+                _ => PathBuf::from(std::env::var_os("HOME").context("neither KILN_CACHE_DIR nor HOME is set")?).join(".cache/kiln"),
             },
         };
         Cache::at(root)

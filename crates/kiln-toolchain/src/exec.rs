@@ -38,13 +38,7 @@ pub struct Runner {
 }
 
 /// The environment every compiler sees: nothing from the caller's.
-const ENV: &[(&str, &str)] = &[
-    ("PATH", "/usr/bin:/bin"),
-    ("HOME", "/tmp"),
-    ("TMPDIR", "/tmp"),
-    ("LC_ALL", "C"),
-    ("SOURCE_DATE_EPOCH", "0"),
-];
+const ENV: &[(&str, &str)] = &[("PATH", "/usr/bin:/bin"), ("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("LC_ALL", "C"), ("SOURCE_DATE_EPOCH", "0")];
 
 impl Runner {
     /// A runner for `sysroot`, once a trivial command has run in its sandbox.
@@ -122,11 +116,8 @@ impl Runner {
 
     /// Runs a short command and returns its stdout (for `--version` and such).
     pub fn output(&self, argv: &[String]) -> Result<String> {
-        let out = self
-            .command(&[], "/", argv, |_, _| Vec::new())
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("cannot start {}", argv[0]))?;
+        let out =
+            self.command(&[], "/", argv, |_, _| Vec::new()).stdin(Stdio::null()).output().with_context(|| format!("cannot start {}", argv[0]))?;
         if !out.status.success() {
             anyhow::bail!("`{}` failed: {}", argv.join(" "), String::from_utf8_lossy(&out.stderr).trim());
         }

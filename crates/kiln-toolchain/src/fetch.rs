@@ -104,10 +104,7 @@ pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Re
             Err(e) => errors.push(format!("  {url}: {e:#}")),
         }
     }
-    bail!(
-        "could not download {what} from any mirror in pins.toml [toolchain].mirrors:\n{}",
-        errors.join("\n")
-    )
+    bail!("could not download {what} from any mirror in pins.toml [toolchain].mirrors:\n{}", errors.join("\n"))
 }
 
 /// Re-hashes a file already in the cache (after unexpected damage, say).

@@ -33,12 +33,8 @@ impl Apt {
         for sub in ["lists/partial", "archives/partial"] {
             fs::create_dir_all(dir.join(sub))?;
         }
-        let sources = t
-            .mirrors
-            .iter()
-            .take(1)
-            .map(|m| format!("deb [signed-by={keyring}] {m} {} {}\n", t.suite, t.components.join(" ")))
-            .collect::<String>();
+        let sources =
+            t.mirrors.iter().take(1).map(|m| format!("deb [signed-by={keyring}] {m} {} {}\n", t.suite, t.components.join(" "))).collect::<String>();
         fs::write(dir.join("sources.list"), sources)?;
         fs::write(dir.join("status"), "")?;
         let d = dir.display();
@@ -69,7 +65,9 @@ pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closu
     let t = &pins.toolchain;
     let mut roots: Vec<String> = pins.compilers().iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect();
     roots.extend(t.include.iter().cloned());
-    let closure = Closure { debs: resolve_packages(cache, pins, &roots, &t.exclude, "pins.toml [toolchain].exclude", say)?.into_iter().map(|p| p.deb).collect() };
+    let closure = Closure {
+        debs: resolve_packages(cache, pins, &roots, &t.exclude, "pins.toml [toolchain].exclude", say)?.into_iter().map(|p| p.deb).collect(),
+    };
     for (_, p) in pins.compilers() {
         if closure.find(&p.package).map(|d| &d.version) != Some(&p.version) {
             bail!("apt did not resolve {}={} as pinned", p.package, p.version);
@@ -111,9 +109,10 @@ pub fn resolve_packages(
             bail!("`{name}` is both a root and excluded by `{p}` in {where_excluded}");
         }
     }
-    let sim = cmd!(sh, "apt-get {o...} install -s {roots...}").quiet().read().with_context(|| {
-        format!("apt cannot install {} from {}: is every pinned version still in the suite?", roots.join(" "), t.suite)
-    })?;
+    let sim = cmd!(sh, "apt-get {o...} install -s {roots...}")
+        .quiet()
+        .read()
+        .with_context(|| format!("apt cannot install {} from {}: is every pinned version still in the suite?", roots.join(" "), t.suite))?;
     let mut wanted = Vec::new();
     for line in sim.lines() {
         // Inst NAME (VERSION SUITE [ARCH])
@@ -133,17 +132,10 @@ pub fn resolve_packages(
     let show = cmd!(sh, "apt-cache {o...} show {wanted...}").quiet().read()?;
     let mut out: Vec<Resolved> = Vec::new();
     for stanza in show.split("\n\n").filter(|s| !s.trim().is_empty()) {
-        let field = |key: &str| {
-            stanza.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(": ")).map(str::to_string))
-        };
-        let (Some(name), Some(version), Some(arch), Some(path), Some(size), Some(sha256)) = (
-            field("Package"),
-            field("Version"),
-            field("Architecture"),
-            field("Filename"),
-            field("Size"),
-            field("SHA256"),
-        ) else {
+        let field = |key: &str| stanza.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(": ")).map(str::to_string));
+        let (Some(name), Some(version), Some(arch), Some(path), Some(size), Some(sha256)) =
+            (field("Package"), field("Version"), field("Architecture"), field("Filename"), field("Size"), field("SHA256"))
+        else {
             bail!("apt-cache printed a package record kiln cannot read:\n{stanza}");
         };
         if out.iter().any(|d| d.deb.name == name) {
@@ -202,10 +194,8 @@ pub fn resolve_on_top(
                 if exclude.iter().any(|p| glob_match(p, name)) {
                     continue 'clause;
                 }
-                let have = below
-                    .find(name)
-                    .map(|d| d.version.clone())
-                    .or_else(|| added.iter().find(|a| a.deb.name == name).map(|a| a.deb.version.clone()));
+                let have =
+                    below.find(name).map(|d| d.version.clone()).or_else(|| added.iter().find(|a| a.deb.name == name).map(|a| a.deb.version.clone()));
                 let provided = added.iter().any(|a| a.provides.split(',').any(|p| relation(p).0 == name));
                 match (have, req) {
                     (Some(v), Some((op, want))) => {
@@ -237,12 +227,21 @@ fn relation(text: &str) -> (&str, Option<(&str, &str)>) {
     let text = text.trim();
     let (name, rest) = text.split_once(' ').map_or((text, ""), |(n, r)| (n, r.trim()));
     let name = name.split(':').next().unwrap_or(name);
-    let req = rest
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .and_then(|r| r.trim().split_once(' '))
-        .map(|(op, v)| (op.trim(), v.trim()))
-        .map(|(op, v)| (if op == "<" { "<=" } else if op == ">" { ">=" } else { op }, v));
+    let req =
+        rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')).and_then(|r| r.trim().split_once(' ')).map(|(op, v)| (op.trim(), v.trim())).map(
+            |(op, v)| {
+                (
+                    if op == "<" {
+                        "<="
+                    } else if op == ">" {
+                        ">="
+                    } else {
+                        op
+                    },
+                    v,
+                )
+            },
+        );
     (name, req)
 }
 

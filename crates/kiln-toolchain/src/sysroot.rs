@@ -77,11 +77,8 @@ pub fn identity(closure: &Closure) -> String {
 }
 
 pub fn record(closure: &Closure) -> Record {
-    let mut debs: Vec<RecordDeb> = closure
-        .debs
-        .iter()
-        .map(|d| RecordDeb { name: d.name.clone(), version: d.version.clone(), sha256: d.sha256.clone() })
-        .collect();
+    let mut debs: Vec<RecordDeb> =
+        closure.debs.iter().map(|d| RecordDeb { name: d.name.clone(), version: d.version.clone(), sha256: d.sha256.clone() }).collect();
     debs.sort_by(|a, b| a.name.cmp(&b.name));
     Record { identity: identity(closure), debs }
 }
@@ -175,10 +172,7 @@ pub fn provision(cache: &Cache, pins: &Pins, jobs: usize, say: &(dyn Fn(String) 
         let sh = Shell::new()?;
         say(format!("toolchain {}: unpacking into {}", &rec.identity[..12], cache.toolchains().display()));
         for (deb, path) in closure.debs.iter().zip(&paths) {
-            cmd!(sh, "dpkg-deb -x {path} {tmp}")
-                .quiet()
-                .run()
-                .with_context(|| format!("cannot unpack {} {}", deb.name, deb.version))?;
+            cmd!(sh, "dpkg-deb -x {path} {tmp}").quiet().run().with_context(|| format!("cannot unpack {} {}", deb.name, deb.version))?;
         }
         for dir in MOUNT_POINTS {
             fs::create_dir_all(tmp.join(dir))?;

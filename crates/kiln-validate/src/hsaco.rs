@@ -103,9 +103,8 @@ pub fn read(bytes: &[u8]) -> Result<Hsaco> {
         }
     }
     let metadata = metadata.context("no AMDGPU metadata note (code object v3 or later expected)")?;
-    let get = |map: &rmpv::Value, key: &str| -> Option<rmpv::Value> {
-        map.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v.clone())
-    };
+    let get =
+        |map: &rmpv::Value, key: &str| -> Option<rmpv::Value> { map.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v.clone()) };
     let target = get(&metadata, "amdhsa.target").and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
     let mut kernels = Vec::new();
     for k in get(&metadata, "amdhsa.kernels").and_then(|v| v.as_array().cloned()).context("metadata lists no amdhsa.kernels")? {
@@ -126,10 +125,7 @@ pub fn read(bytes: &[u8]) -> Result<Hsaco> {
     kernels.sort_by(|a, b| a.name.cmp(&b.name));
 
     // The metadata and the symbol table must agree on what is launchable.
-    let mut descriptors: Vec<String> = file
-        .symbols()
-        .filter_map(|s| s.name().ok().and_then(|n| n.strip_suffix(".kd")).map(String::from))
-        .collect();
+    let mut descriptors: Vec<String> = file.symbols().filter_map(|s| s.name().ok().and_then(|n| n.strip_suffix(".kd")).map(String::from)).collect();
     descriptors.sort();
     descriptors.dedup();
     let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();

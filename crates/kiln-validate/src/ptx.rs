@@ -52,7 +52,8 @@ pub fn check(text: &str, sm: u32) -> Result<Ptx> {
 mod tests {
     #[test]
     fn reads_entries_version_and_target() {
-        let text = "//\n.version 8.4\n.target sm_80\n.address_size 64\n\n\t// .globl\tb\n.visible .entry b(\n\t.param .u64 x\n)\n{\n}\n.entry a (\n)\n";
+        let text =
+            "//\n.version 8.4\n.target sm_80\n.address_size 64\n\n\t// .globl\tb\n.visible .entry b(\n\t.param .u64 x\n)\n{\n}\n.entry a (\n)\n";
         let ptx = super::read(text).unwrap();
         assert_eq!(ptx.version, "8.4");
         assert_eq!(ptx.target, "sm_80");

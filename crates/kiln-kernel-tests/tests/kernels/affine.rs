@@ -11,10 +11,18 @@ fn run<E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
     for view in views() {
         let x = Input::<E>::new(cx, &view, lo, hi)?;
         let want = values::<E>(&x.tensor.affine(mul, add)?)?;
-        let got = launch_map(cx, "affine", &kernel, &x, &want, |_| {}, |a| {
-            push_elem(a, E::from_f64(mul));
-            push_elem(a, E::from_f64(add));
-        })?;
+        let got = launch_map(
+            cx,
+            "affine",
+            &kernel,
+            &x,
+            &want,
+            |_| {},
+            |a| {
+                push_elem(a, E::from_f64(mul));
+                push_elem(a, E::from_f64(add));
+            },
+        )?;
         cx.check(&what(&kernel, &view), &got, &want, E::tol())?;
     }
     Ok(())

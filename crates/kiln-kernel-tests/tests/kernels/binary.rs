@@ -6,7 +6,7 @@ use candle_core::Tensor;
 use half::{bf16, f16};
 use kiln_loader::KernelArgs;
 
-use crate::support::{case, ArgsExt, for_num_elems, ptr_at, values, Case, Ctx, Elem, Input, Tol, View};
+use crate::support::{case, for_num_elems, ptr_at, values, ArgsExt, Case, Ctx, Elem, Input, Tol, View};
 
 /// (lhs view, rhs view), same logical shape.
 fn pairs() -> Vec<(View, View)> {

@@ -9,7 +9,7 @@ use candle_core::{DType, Device as Cpu, Tensor};
 use half::{bf16, f16};
 use kiln_loader::KernelArgs;
 
-use crate::support::{case, ArgsExt, for_num_elems, ptr_at, values, Case, Ctx, Elem, Input, Tol, View};
+use crate::support::{case, for_num_elems, ptr_at, values, ArgsExt, Case, Ctx, Elem, Input, Tol, View};
 
 /// Channels-first contiguous, and the same shape as a permuted channels-last storage.
 fn inputs(shape: &[usize]) -> Vec<View> {
@@ -162,10 +162,7 @@ fn im2col<E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
             a.push(ptr_at::<E>(&xb, x.offset())).buf(&cols);
             cx.launch("conv", &kernel, for_num_elems(dst_el), &mut a)?;
             let col = Tensor::from_vec(cx.download::<E>(&cols)?, (b * h_out * w_out, c_in * kh * kw), &Cpu::Cpu)?.to_dtype(DType::F32)?;
-            let res = col
-                .matmul(&kf.reshape((c_out, c_in * kh * kw))?.t()?)?
-                .reshape((b, h_out, w_out, c_out))?
-                .permute((0, 3, 1, 2))?;
+            let res = col.matmul(&kf.reshape((c_out, c_in * kh * kw))?.t()?)?.reshape((b, h_out, w_out, c_out))?.permute((0, 3, 1, 2))?;
             let what = format!("{kernel} (then matmul) on {}, padding {padding} stride {stride} dilation {dilation}", xv.tag());
             cx.check(&what, &values::<f32>(&res)?, &want, Tol { atol: 1e-4, rtol: 1e-4 })?;
         }
@@ -318,7 +315,12 @@ fn upsample_bilinear<E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
             a.push(tw).push(th).push_bytes(&[align_corners as u8]).push_bytes(&[0u8]).push(0f64).push_bytes(&[0u8]).push(0f64).buf(&info);
             a.push(ptr_at::<E>(&xb, x.offset())).buf(&out);
             cx.launch("conv", &kernel, for_num_elems(want.len()), &mut a)?;
-            cx.check(&format!("{kernel} to {th}x{tw} align_corners {align_corners} on {}", xv.tag()), &cx.download::<E>(&out)?, &want, E::tol().scale(4.0))?;
+            cx.check(
+                &format!("{kernel} to {th}x{tw} align_corners {align_corners} on {}", xv.tag()),
+                &cx.download::<E>(&out)?,
+                &want,
+                E::tol().scale(4.0),
+            )?;
         }
     }
     Ok(())

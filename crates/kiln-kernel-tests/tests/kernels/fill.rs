@@ -6,7 +6,7 @@ use candle_core::{Device as Cpu, Tensor};
 use half::{bf16, f16};
 use kiln_loader::{KernelArgs, LaunchConfig};
 
-use crate::support::{case, ArgsExt, for_num_elems, ptr_at, push_elem, values, views, Case, Ctx, Elem, Input, Tol};
+use crate::support::{case, for_num_elems, ptr_at, push_elem, values, views, ArgsExt, Case, Ctx, Elem, Input, Tol};
 
 fn value<E: Elem>() -> E {
     E::from_f64(if E::FLOAT { -1.75 } else { 77.0 })

@@ -7,7 +7,7 @@ use candle_core::{Device as Cpu, Tensor};
 use half::{bf16, f16};
 use kiln_loader::KernelArgs;
 
-use crate::support::{case, ArgsExt, for_num_elems, ptr_at, values, Case, Ctx, Elem, Input, Tol, View};
+use crate::support::{case, for_num_elems, ptr_at, values, ArgsExt, Case, Ctx, Elem, Input, Tol, View};
 
 const SHAPE: [usize; 3] = [4, 37, 29];
 
@@ -140,7 +140,12 @@ macro_rules! each {
 
 pub fn cases(out: &mut Vec<Case>) {
     // Every value type with u32 ids; u8 and i64 ids with a float and an integer type.
-    each!(out, "is", index_select, [(u32, f32), (u32, f16), (u32, bf16), (u32, f64), (u32, u8), (u32, u32), (u32, i64), (u8, f32), (u8, bf16), (i64, f32), (i64, i64)]);
+    each!(
+        out,
+        "is",
+        index_select,
+        [(u32, f32), (u32, f16), (u32, bf16), (u32, f64), (u32, u8), (u32, u32), (u32, i64), (u8, f32), (u8, bf16), (i64, f32), (i64, i64)]
+    );
     each!(out, "gather", gather, [(u32, f32), (u32, f16), (u32, bf16), (u32, u8), (u32, i64), (u8, f32), (i64, bf16), (i64, u32)]);
     macro_rules! writes {
         ($name:literal, $op:expr, [$(($i:ty, $e:ty)),*]) => {

@@ -255,13 +255,16 @@ fn get_rows(cx: &Ctx, t: GgmlDType) -> anyhow::Result<()> {
 /// Mixture-of-experts: each (token, slot) multiplies its activations by the
 /// expert its id names. The reference: candle's CPU QMatMul of that expert.
 fn indexed_moe(cx: &Ctx, t: GgmlDType) -> anyhow::Result<()> {
-    let kernel = format!("indexed_moe_forward_{}_q8_1", match t {
-        GgmlDType::Q8_0 => "q8_0",
-        GgmlDType::Q2K => "q2k",
-        GgmlDType::Q4K => "q4k",
-        GgmlDType::Q6K => "q6k",
-        _ => "other",
-    });
+    let kernel = format!(
+        "indexed_moe_forward_{}_q8_1",
+        match t {
+            GgmlDType::Q8_0 => "q8_0",
+            GgmlDType::Q2K => "q2k",
+            GgmlDType::Q4K => "q4k",
+            GgmlDType::Q6K => "q6k",
+            _ => "other",
+        }
+    );
     let (experts, n, batch, topk) = (4usize, 70usize, 3usize, 2usize);
     let w = random(cx, &[experts, n, K])?;
     let q_all = QTensor::quantize(&w.reshape((experts * n, K))?, t)?;
@@ -296,7 +299,12 @@ fn indexed_moe(cx: &Ctx, t: GgmlDType) -> anyhow::Result<()> {
         let (ib, out) = (cx.upload(&ids)?, poisoned_f32(cx, batch * topk * n)?);
         let mut a = KernelArgs::new();
         a.buf(&wb).buf(&xq).buf(&ib).buf(&out);
-        a.push(n as i32).push(K as i32).push(batch as i32).push(topk as i32).push(K.next_multiple_of(MATRIX_ROW_PADDING) as i32).push(input_dim1 as i32);
+        a.push(n as i32)
+            .push(K as i32)
+            .push(batch as i32)
+            .push(topk as i32)
+            .push(K.next_multiple_of(MATRIX_ROW_PADDING) as i32)
+            .push(input_dim1 as i32);
         let cfg = LaunchConfig { grid: (n as u32, batch as u32, topk as u32), block: (WARP, 4, 1), shared_mem_bytes: 0 };
         cx.launch("quantized", &kernel, cfg, &mut a)?;
         cx.check(&format!("{kernel} input_dim1 {input_dim1}"), &cx.download::<f32>(&out)?, &want, matmul_tol(&want))?;

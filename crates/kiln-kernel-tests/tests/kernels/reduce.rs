@@ -7,7 +7,7 @@ use candle_core::{DType, Device as Cpu, Tensor, D};
 use half::{bf16, f16};
 use kiln_loader::{KernelArgs, LaunchConfig};
 
-use crate::support::{case, ArgsExt, for_num_elems, ptr_at, values, Case, Ctx, Elem, Input, Tol, View};
+use crate::support::{case, for_num_elems, ptr_at, values, ArgsExt, Case, Ctx, Elem, Input, Tol, View};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Op {
@@ -59,10 +59,22 @@ fn reduce<E: Elem>(cx: &Ctx, op: Op) -> anyhow::Result<()> {
         if op == Op::Sum && !real_sum {
             // u8 sums wrap on the device and panic on the CPU past 255: mostly zeros there.
             let u8_sum = E::NAME == "u8";
-            let ints: Vec<E> = x.storage.iter().map(|v| {
-                let v = v.to_f64().round();
-                E::from_f64(if u8_sum { if cx.rng().int(0, 7) == 0 { 1.0 } else { 0.0 } } else { v })
-            }).collect();
+            let ints: Vec<E> = x
+                .storage
+                .iter()
+                .map(|v| {
+                    let v = v.to_f64().round();
+                    E::from_f64(if u8_sum {
+                        if cx.rng().int(0, 7) == 0 {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    } else {
+                        v
+                    })
+                })
+                .collect();
             x = Input::from_storage(ints, &view)?;
         }
         let dims = x.dims();

@@ -5,7 +5,7 @@ use candle_core::{Device as Cpu, Tensor};
 use half::{bf16, f16};
 use kiln_loader::{KernelArgs, LaunchConfig};
 
-use crate::support::{case, ArgsExt, ptr_at, values, Case, Ctx, Elem, Input, Tol, View};
+use crate::support::{case, ptr_at, values, ArgsExt, Case, Ctx, Elem, Input, Tol, View};
 
 fn run<E: Elem>(cx: &Ctx, asc: bool) -> anyhow::Result<()> {
     let kernel = format!("asort_{}_{}", if asc { "asc" } else { "desc" }, E::NAME);

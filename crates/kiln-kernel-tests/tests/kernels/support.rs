@@ -140,9 +140,7 @@ impl Rng {
     /// `n` values of `E` in [lo, hi]: floats uniform (then rounded to `E`, so
     /// that the device and the reference see the same numbers), integers uniform.
     pub fn vec<E: Elem>(&mut self, n: usize, lo: f64, hi: f64) -> Vec<E> {
-        (0..n)
-            .map(|_| if E::FLOAT { E::from_f64(self.uniform(lo, hi)) } else { E::from_f64(self.int(lo as i64, hi as i64) as f64) })
-            .collect()
+        (0..n).map(|_| if E::FLOAT { E::from_f64(self.uniform(lo, hi)) } else { E::from_f64(self.int(lo as i64, hi as i64) as f64) }).collect()
     }
 }
 
@@ -543,13 +541,7 @@ pub fn compare<E: Elem>(what: &str, got: &[E], want: &[E], tol: Tol) -> Result<(
         }
     }
     if count > 0 {
-        bail!(
-            "{what}: {count} of {} elements mismatch (tolerance atol {:e} + rtol {:e}·|want|): {}",
-            got.len(),
-            tol.atol,
-            tol.rtol,
-            bad.join(", ")
-        );
+        bail!("{what}: {count} of {} elements mismatch (tolerance atol {:e} + rtol {:e}·|want|): {}", got.len(), tol.atol, tol.rtol, bad.join(", "));
     }
     let _ = worst;
     Ok(())
@@ -573,11 +565,7 @@ pub fn case(module: &'static str, name: impl Into<String>, body: impl Fn(&Ctx) -
 /// a narrowed 3-D view (an offset and a gap between rows). None of the element
 /// counts (1027, 1073, 3663) is a multiple of a block size.
 pub fn views() -> Vec<View> {
-    vec![
-        View::Contig(vec![1027]),
-        View::Transposed(37, 29),
-        View::Narrow { base: vec![3, 37, 40], dim: 2, start: 3, len: 33 },
-    ]
+    vec![View::Contig(vec![1027]), View::Transposed(37, 29), View::Narrow { base: vec![3, 37, 40], dim: 2, start: 3, len: 33 }]
 }
 
 /// Launches an elementwise kernel the way candle does (`numel, num_dims,

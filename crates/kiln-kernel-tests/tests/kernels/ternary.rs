@@ -4,7 +4,7 @@
 use half::{bf16, f16};
 use kiln_loader::KernelArgs;
 
-use crate::support::{case, ArgsExt, for_num_elems, ptr_at, values, Case, Ctx, Elem, Input, Tol, View};
+use crate::support::{case, for_num_elems, ptr_at, values, ArgsExt, Case, Ctx, Elem, Input, Tol, View};
 
 /// (cond, on_true, on_false) views of one logical shape.
 fn triples() -> Vec<(View, View, View)> {

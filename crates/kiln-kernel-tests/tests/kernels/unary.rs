@@ -64,11 +64,19 @@ fn run<E: Elem>(cx: &Ctx, op: &Op) -> anyhow::Result<()> {
         let x = Input::<E>::new(cx, &view, op.lo, op.hi)?;
         let want = values::<E>(&(op.reference)(&x.tensor)?)?;
         let param = op.param;
-        let got = launch_map(cx, "unary", &kernel, &x, &want, |a| {
-            if let Some(p) = param {
-                push_elem(a, E::from_f64(p));
-            }
-        }, |_| {})?;
+        let got = launch_map(
+            cx,
+            "unary",
+            &kernel,
+            &x,
+            &want,
+            |a| {
+                if let Some(p) = param {
+                    push_elem(a, E::from_f64(p));
+                }
+            },
+            |_| {},
+        )?;
         cx.check(&what(&kernel, &view), &got, &want, E::tol().scale(op.scale))?;
     }
     Ok(())

@@ -146,7 +146,10 @@ fn run(o: Opts) -> Result<(), Box<dyn std::error::Error>> {
 
     let modules: Vec<String> =
         if o.modules.is_empty() { store.source().manifest().modules().into_iter().map(String::from).collect() } else { o.modules.clone() };
-    println!("{:<12} {:<11} {:<6} {:>10} {:>9} {:>9} {:>11} {:>11} {:>8}", "module", "arch", "kind", "bytes", "fetch ms", "check ms", "driver ms", "total ms", "kernels");
+    println!(
+        "{:<12} {:<11} {:<6} {:>10} {:>9} {:>9} {:>11} {:>11} {:>8}",
+        "module", "arch", "kind", "bytes", "fetch ms", "check ms", "driver ms", "total ms", "kernels"
+    );
     let mut rows = vec![];
     let wall = Instant::now();
     let mut loaded = vec![];
@@ -217,7 +220,13 @@ fn run(o: Opts) -> Result<(), Box<dyn std::error::Error>> {
     let md = out.with_extension("md");
     let mut f = std::fs::File::create(&md)?;
     writeln!(f, "# kiln load-bench: {} {} ({}), prefer {prefer}\n", backend.as_str(), info.name, info.arch.name())?;
-    writeln!(f, "Driver {}; CUDA_CACHE_DISABLE={}; device opened in {:.1} ms.\n", info.driver_version, if cache_disable.is_empty() { "(unset)" } else { &cache_disable }, ms(open_time))?;
+    writeln!(
+        f,
+        "Driver {}; CUDA_CACHE_DISABLE={}; device opened in {:.1} ms.\n",
+        info.driver_version,
+        if cache_disable.is_empty() { "(unset)" } else { &cache_disable },
+        ms(open_time)
+    )?;
     writeln!(f, "| module | artifact | bytes | fetch ms | check ms | driver ms | total ms | kernels |")?;
     writeln!(f, "|---|---|---:|---:|---:|---:|---:|---:|")?;
     for r in report["modules"].as_array().unwrap() {
@@ -273,7 +282,13 @@ fn dry_run(o: &Opts, arch: &str) -> Result<(), Box<dyn std::error::Error>> {
     for m in &modules {
         let t = Instant::now();
         let sel = store.check(m, &arch)?;
-        println!("{m:<12} {:<11} {:<6} {:>10} bytes  checked in {:.2} ms", sel.artifact.arch, sel.artifact.kind.as_str(), sel.artifact.size, ms(t.elapsed()));
+        println!(
+            "{m:<12} {:<11} {:<6} {:>10} bytes  checked in {:.2} ms",
+            sel.artifact.arch,
+            sel.artifact.kind.as_str(),
+            sel.artifact.size,
+            ms(t.elapsed())
+        );
     }
     println!("{} modules for {arch}: all selected and verified", modules.len());
     Ok(())

@@ -56,7 +56,6 @@ legs:
     )
 }
 
-
 pub fn matrix(text: &str) -> kiln_matrix::Matrix {
     kiln_matrix::Matrix::parse(std::path::Path::new("ci/matrix.yaml"), text, std::path::Path::new("pins.toml"), &targets())
         .unwrap_or_else(|e| panic!("{e}"))
