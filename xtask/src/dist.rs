@@ -16,7 +16,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
         repo: root.clone(),
         out: root.join(&f.out),
         selection: Selection { modules: f.modules, archs: f.archs },
-        workers: f.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1),
+        workers: f.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         verbose: f.verbose,
         locked,
         package: !f.no_package,

@@ -139,10 +139,11 @@ pub struct Dist {
     /// Skip packaging the kernel-artifact crates (target/dist/crates/).
     #[arg(long)]
     pub no_package: bool,
-    /// Compile jobs to run at once (default: the number of cores).
-    #[arg(long, short = 'j', value_name = "N")]
+    /// Compile jobs to run at once, at least 1 (default: the number of cores).
+    #[arg(long, short = 'j', value_name = "N", value_parser = at_least_one)]
     pub jobs: Option<usize>,
-    /// Where to put the dist folder.
+    /// Where to put the dist folder (relative to the repository root). DIR must be new, empty,
+    /// or a folder an earlier dist wrote: kiln refuses to replace anything else.
     #[arg(long, default_value = "target/dist", value_name = "DIR")]
     pub out: std::path::PathBuf,
     /// Also print a line for each cache hit.
@@ -180,4 +181,12 @@ pub struct TestMatrix {
     /// Where the report and each leg's JUnit go.
     #[arg(long, default_value = "target/test-matrix", value_name = "DIR")]
     pub out: PathBuf,
+}
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 jobs would run nothing; give 1 or more (leave -j out for one per core)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: give a whole number of jobs, 1 or more")),
+    }
 }

@@ -202,8 +202,14 @@ pub fn build(cache: &Cache, pins: &Pins, outputs: &Outputs, say: &(dyn Fn(String
     Ok(Built { rootfs: summary, image, seconds: start.elapsed().as_secs_f64() })
 }
 
-/// Where `cargo xtask container` writes the builder by default.
+/// The container output folder's owner: `--out` may name only a folder that
+/// `cargo xtask container` wrote, or an empty one (the image in it is replaced).
+pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask container", flag: "--out" };
+
+/// Where `cargo xtask container` writes the builder inside `out`, once `out`
+/// is known to be (or made) a container output folder: never a user's folder.
 pub fn default_outputs(out: &Path, pins: &Pins) -> Result<Outputs> {
     let name = &containers(pins)?.builder.name;
+    OWNER.claim_and_mark(out, |_| false)?;
     Ok(Outputs { rootfs: Some(out.join(format!("{name}.rootfs.tar"))), oci: Some(out.join(format!("{name}.oci"))) })
 }

@@ -53,6 +53,8 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     let start = std::time::Instant::now();
     let cache = Cache::from_env()?;
     opts.selection.check(pins)?;
+    // Before hours of compiling: a --out that is not ours fails now, not at the end.
+    output::check(&opts.out)?;
 
     let root = sysroot::provision(&cache, pins, opts.workers, say)?;
     let runner = Runner::new(root)?;

@@ -1,6 +1,8 @@
 //! Publishing the dist folder: everything is written into a fresh sibling
 //! folder first and swapped in with one atomic rename, so readers (and a run
 //! that fails half-way) only ever see the old folder or the whole new one.
+//! The folder replaced must be one a dist wrote, or empty ([`OWNER`]): `--out`
+//! pointing at a user's folder is refused before anything is built.
 
 use std::{
     fs,
@@ -11,6 +13,18 @@ use anyhow::{Context, Result};
 use kiln_manifest::{Manifest, FILE_NAME};
 
 use crate::collect::Collected;
+
+/// The dist folder's owner: `--out` may name only a folder a dist wrote, or an empty one.
+pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask dist", flag: "--out" };
+
+/// Fails, naming `out`, unless a dist may replace it. Dist folders written
+/// before the marker existed are recognised by their kiln manifest.
+pub fn check(out: &Path) -> Result<kiln_fs::Found> {
+    OWNER.claim(out, |dir| {
+        let path = dir.join(FILE_NAME);
+        fs::read_to_string(&path).is_ok_and(|text| Manifest::from_json(&text, &path.display().to_string()).is_ok())
+    })
+}
 
 /// A dist folder being written beside the real one; removed unless committed.
 pub struct Staged {
@@ -38,12 +52,15 @@ pub fn stage(out: &Path, manifest: &Manifest, collected: &[Collected]) -> Result
         fs::copy(&c.file, &dest).with_context(|| format!("cannot copy {} to {}", c.file.display(), dest.display()))?;
     }
     fs::write(staged.dir.join(FILE_NAME), manifest.to_json())?;
+    OWNER.mark(&staged.dir)?;
     Ok(staged)
 }
 
 impl Staged {
-    /// Replaces `out` with the staged folder in one step.
+    /// Replaces `out` with the staged folder in one step, checking again that
+    /// `out` is still a dist folder (the build may have taken minutes).
     pub fn commit(mut self, out: &Path) -> Result<()> {
+        check(out)?;
         swap_in(&self.dir, out)?;
         self.committed = true;
         Ok(())
@@ -109,6 +126,7 @@ mod tests {
         let out = dir.join("dist");
         fs::create_dir_all(&out).unwrap();
         fs::write(out.join("old.txt"), "old").unwrap();
+        OWNER.mark(&out).unwrap();
         let staged = Staged { dir: sibling(&out, "new").unwrap(), committed: false };
         fs::write(staged.dir.join("new.txt"), "new").unwrap();
         staged.commit(&out).unwrap();
@@ -119,6 +137,35 @@ mod tests {
         fs::write(abandoned.dir.join("half.txt"), "half").unwrap();
         drop(abandoned);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn never_replaces_what_a_dist_did_not_write() {
+        let dir = std::env::temp_dir().join(format!("kiln-output-foreign-{}", std::process::id()));
+        fs::remove_dir_all(&dir).ok();
+        let mine = dir.join("mydir");
+        fs::create_dir_all(mine.join("sub")).unwrap();
+        fs::write(mine.join("sub/file.txt"), "the user's").unwrap();
+        let staged = Staged { dir: sibling(&mine, "new").unwrap(), committed: false };
+        fs::write(staged.dir.join("manifest.json"), "{}").unwrap();
+        let err = format!("{:#}", staged.commit(&mine).unwrap_err());
+        assert!(err.contains(&mine.display().to_string()) && err.contains("--out"), "{err}");
+        assert_eq!(fs::read_to_string(mine.join("sub/file.txt")).unwrap(), "the user's");
+        assert_eq!(fs::read_dir(&mine).unwrap().count(), 1, "nothing was added to the user's folder");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "the refused staging folder is gone");
+        // A regular file is no folder to replace.
+        let file = dir.join("notes.txt");
+        fs::write(&file, "keep").unwrap();
+        assert!(format!("{:#}", check(&file).unwrap_err()).contains("is a file"));
+        assert_eq!(fs::read_to_string(&file).unwrap(), "keep");
+        // An empty folder, or a dist folder from before markers (a kiln manifest), may be replaced.
+        fs::create_dir(dir.join("empty")).unwrap();
+        assert_eq!(check(&dir.join("empty")).unwrap(), kiln_fs::Found::Empty);
+        let legacy = dir.join("legacy");
+        fs::create_dir(&legacy).unwrap();
+        fs::write(legacy.join(FILE_NAME), "not a manifest").unwrap();
+        assert!(check(&legacy).is_err(), "a manifest.json that is not kiln's does not make a folder ours");
         fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -48,6 +48,10 @@ impl Default for Options {
     }
 }
 
+/// The registry folder's owner: uploads are stored only in a folder a registry
+/// wrote, or an empty one.
+pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask registry serve", flag: "--dir" };
+
 struct Shared {
     dir: PathBuf,
     addr: SocketAddr,
@@ -67,6 +71,10 @@ impl Server {
     /// Serves `dir` (created if missing) on `bind`, e.g. `127.0.0.1:0` for
     /// any free port.
     pub fn start(dir: &Path, bind: &str, options: Options) -> Result<Server> {
+        // A registry folder from before the marker holds just these two.
+        OWNER.claim_and_mark(dir, |d| {
+            fs::read_dir(d).is_ok_and(|entries| entries.flatten().all(|e| ["index", "crates"].contains(&e.file_name().to_str().unwrap_or(""))))
+        })?;
         fs::create_dir_all(dir.join("index")).with_context(|| format!("cannot create {}", dir.display()))?;
         fs::create_dir_all(dir.join("crates"))?;
         let listener = TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind}"))?;

@@ -1,0 +1,160 @@
+//! kiln never deletes or overwrites what it did not create. Every folder kiln
+//! fills and later replaces whole (the dist folder, the container output, a
+//! loopback registry) carries a marker file naming the task that wrote it;
+//! before touching such a folder kiln asks [`claim`], which accepts only a
+//! missing folder, an empty one, or one with that task's marker. Anything
+//! else (a user's folder, a repository, a home folder, a regular file, a
+//! symbolic link) is refused before any work starts, with nothing changed.
+
+use std::{
+    fs, io,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+
+/// The marker's file name, inside the folder it marks.
+pub const MARKER: &str = ".kiln-owned";
+
+/// A kind of folder kiln writes, named by the command that writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// The command that writes it, e.g. `cargo xtask dist`.
+    pub command: &'static str,
+    /// The option that names the folder, e.g. `--out`.
+    pub flag: &'static str,
+}
+
+/// What [`claim`] found at the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    Absent,
+    Empty,
+    /// A folder this owner wrote before (its marker, or `recognise` said so).
+    Ours,
+}
+
+impl Owner {
+    fn marker_text(&self) -> String {
+        format!(
+            "written by `{}`\n\nkiln replaces this folder whole when that command runs again. Remove this file\nto keep kiln from ever replacing it (it will then refuse to use the folder).\n",
+            self.command
+        )
+    }
+
+    /// Whether `path` may be created, filled or replaced whole by this owner.
+    /// `recognise` accepts folders written before markers existed (for the
+    /// dist folder: a `manifest.json` that parses as kiln's).
+    pub fn claim(&self, path: &Path, recognise: impl Fn(&Path) -> bool) -> Result<Found> {
+        let meta = match fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Absent),
+            Err(e) => return Err(e).with_context(|| format!("cannot look at {} ({})", path.display(), self.flag)),
+        };
+        let refuse = |what: &str| -> Result<Found> {
+            bail!(
+                "refusing to use {} as {} of `{}`: {what}. kiln replaces only a folder it wrote itself \
+                 (one holding its {MARKER} file) or an empty one; nothing was changed. Give {} a new or \
+                 empty folder, or move what is there out of the way first.",
+                path.display(),
+                self.flag,
+                self.command,
+                self.flag
+            )
+        };
+        if meta.file_type().is_symlink() {
+            return refuse("it is a symbolic link (give the folder it points to, if that is what you mean)");
+        }
+        if !meta.is_dir() {
+            return refuse("it is a file, not a folder");
+        }
+        match fs::read_to_string(path.join(MARKER)) {
+            Ok(text) if text == self.marker_text() => return Ok(Found::Ours),
+            Ok(text) => {
+                let first = text.lines().next().unwrap_or("");
+                return refuse(&format!("its {MARKER} says \"{first}\", another kiln command's folder"));
+            }
+            Err(_) => {}
+        }
+        let mut entries = fs::read_dir(path).with_context(|| format!("cannot list {} ({})", path.display(), self.flag))?;
+        if entries.next().is_none() {
+            return Ok(Found::Empty);
+        }
+        if recognise(path) {
+            return Ok(Found::Ours);
+        }
+        refuse("it holds files kiln did not write")
+    }
+
+    /// Writes this owner's marker into `dir`.
+    pub fn mark(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(MARKER);
+        fs::write(&path, self.marker_text()).with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// [`Owner::claim`]s `dir`, creates it if missing and marks it: for folders
+    /// kiln fills in place (a registry, the container output) rather than swaps whole.
+    pub fn claim_and_mark(&self, dir: &Path, recognise: impl Fn(&Path) -> bool) -> Result<PathBuf> {
+        self.claim(dir, recognise)?;
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {} ({})", dir.display(), self.flag))?;
+        self.mark(dir)?;
+        Ok(dir.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIST: Owner = Owner { command: "cargo xtask dist", flag: "--out" };
+    const OTHER: Owner = Owner { command: "cargo xtask container", flag: "--out" };
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("kiln-fs-{name}-{}", std::process::id()));
+        fs::remove_dir_all(&d).ok();
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn accepts_only_missing_empty_or_marked_folders() {
+        let d = scratch("claim");
+        assert_eq!(DIST.claim(&d.join("new"), |_| false).unwrap(), Found::Absent);
+        fs::create_dir(d.join("empty")).unwrap();
+        assert_eq!(DIST.claim(&d.join("empty"), |_| false).unwrap(), Found::Empty);
+
+        let user = d.join("user");
+        fs::create_dir_all(user.join("sub")).unwrap();
+        fs::write(user.join("sub/file.txt"), "mine").unwrap();
+        let err = format!("{:#}", DIST.claim(&user, |_| false).unwrap_err());
+        assert!(err.contains(&user.display().to_string()) && err.contains("did not write") && err.contains("--out"), "{err}");
+        assert!(user.join("sub/file.txt").exists());
+        // A legacy folder that the caller recognises.
+        assert_eq!(DIST.claim(&user, |p| p.join("sub").is_dir()).unwrap(), Found::Ours);
+
+        DIST.mark(&user).unwrap();
+        assert_eq!(DIST.claim(&user, |_| false).unwrap(), Found::Ours);
+        // Another command's folder is not this one's to replace.
+        let err = format!("{:#}", OTHER.claim(&user, |_| false).unwrap_err());
+        assert!(err.contains("cargo xtask dist"), "{err}");
+
+        fs::write(d.join("file"), "x").unwrap();
+        assert!(format!("{:#}", DIST.claim(&d.join("file"), |_| true).unwrap_err()).contains("is a file"));
+        std::os::unix::fs::symlink(&user, d.join("link")).unwrap();
+        assert!(format!("{:#}", DIST.claim(&d.join("link"), |_| true).unwrap_err()).contains("symbolic link"));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn claim_and_mark_creates_and_refuses_foreign_folders() {
+        let d = scratch("mark");
+        let reg = d.join("registry");
+        OTHER.claim_and_mark(&reg, |_| false).unwrap();
+        assert!(reg.join(MARKER).is_file());
+        OTHER.claim_and_mark(&reg, |_| false).unwrap();
+        fs::write(d.join("notes.txt"), "x").unwrap();
+        assert!(OTHER.claim_and_mark(&d, |_| false).is_err());
+        assert!(!d.join(MARKER).exists(), "a refused folder gets no marker");
+        fs::remove_dir_all(&d).unwrap();
+    }
+}
