@@ -185,6 +185,9 @@ impl Consumer {
                 cmd.env(keep, v);
             }
         }
+        // cudarc (under candle-core, and under the drop-in's `cudarc` feature) needs a CUDA
+        // version at build time; with no nvcc here, the variable gives it, as it must for users.
+        cmd.env("CUDARC_CUDA_VERSION", "12040");
         // The registry is on loopback, never behind a proxy.
         let no_proxy = std::env::var("no_proxy").or_else(|_| std::env::var("NO_PROXY")).map_or("127.0.0.1".to_string(), |v| format!("{v},127.0.0.1"));
         cmd.env("no_proxy", &no_proxy).env("NO_PROXY", &no_proxy);

@@ -204,7 +204,7 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
     vars.insert("DEFAULT_FEATURES", defaults.join(", "));
     write(&main.join("Cargo.toml"), fill(&read_t("main/Cargo.toml.in")?, &vars)?)?;
     write(&main.join("README.md"), fill(&read_t("main/README.md.in")?, &vars)?)?;
-    for f in ["lib.rs", "payload.rs", "ptx.rs", "kiln.rs"] {
+    for f in ["lib.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs"] {
         write(&main.join("src").join(f), read_t(&format!("main/src/{f}"))?)?;
     }
     let ffi = fs::read_to_string(inp.ffi_rs).with_context(|| format!("cannot read {}", inp.ffi_rs.display()))?;
@@ -224,8 +224,10 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
     // The drop-in under upstream's name (see template/shim/src/lib.rs.in for why).
     let shim = out.join("shim");
     let mut vars = common(&main_name);
+    // candle-core converts `ptx()` into cudarc's `Ptx`: the drop-in always can.
+    let _ = writeln!(shim_features, "cudarc = [\"{main_name}/cudarc\"]");
     vars.insert("FEATURES", shim_features);
-    vars.insert("DEFAULT_FEATURES", defaults.join(", "));
+    vars.insert("DEFAULT_FEATURES", defaults.iter().cloned().chain(["\"cudarc\"".to_string()]).collect::<Vec<_>>().join(", "));
     write(&shim.join("Cargo.toml"), fill(&read_t("shim/Cargo.toml.in")?, &vars)?)?;
     write(&shim.join("README.md"), fill(&read_t("shim/README.md.in")?, &vars)?)?;
     write(&shim.join("src/lib.rs"), fill(&read_t("shim/src/lib.rs.in")?, &vars)?)?;

@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 
 pub use kiln_manifest::{Artifact, Backend, Kind, Manifest};
 
+pub use crate::choose::Plan as ImagePlan;
+
 use crate::payload;
 
 /// The manifest of what `cargo xtask dist` built, as JSON.
@@ -40,17 +42,30 @@ pub fn toolchain() -> &'static kiln_manifest::Toolchain {
     &manifest().toolchain
 }
 
-/// The bytes of the artifact at `path` (a manifest path), decompressed.
+/// The bytes of the artifact at `path` (a manifest path), decompressed and
+/// checked against the manifest's sha256.
 pub fn bytes(path: &str) -> Result<Vec<u8>, Error> {
-    let Some(compressed) = payload::find(path) else {
+    if payload::find(path).is_none() {
         let carried = manifest().artifacts.iter().any(|a| a.path == path);
         return Err(Error(if carried {
             format!("{path} is listed but its payload is missing")
         } else {
             format!("{path} is not carried by this build of {} (enable its part crate's feature?)", env!("CARGO_PKG_NAME"))
         }));
-    };
-    payload::inflate(path, compressed).map_err(Error)
+    }
+    payload::verified(path).map_err(Error)
+}
+
+/// The compute capabilities (e.g. 90) of this process's CUDA devices, as the
+/// native images are planned for them; empty without a driver or GPU.
+pub fn cuda_devices() -> &'static [u32] {
+    crate::image::devices()
+}
+
+/// What `Module::ptx()`'s native image of `module` holds in this process:
+/// SASS sms, PTX levels, and devices nothing carried can serve.
+pub fn image_plan(module: &str) -> ImagePlan {
+    crate::image::plan_for(module)
 }
 
 fn find(module: &str, kind: Kind, arch: &str) -> Option<&'static Artifact> {

@@ -1,7 +1,11 @@
 //! The artifacts are stored zstd-compressed (the crates.io size limit), and
 //! inflated on first use with a pure-Rust decoder: no C toolchain needed.
+//! Every inflated artifact is checked against the sha256 the manifest gives
+//! it before anything hands it to a driver.
 
 use std::io::Read;
+
+use sha2::{Digest, Sha256};
 
 /// Every (dist path, zstd bytes) this build carries: the main crate's own
 /// (the PTX) plus those of the part crates whose features are enabled.
@@ -20,4 +24,25 @@ pub(crate) fn inflate(path: &str, compressed: &[u8]) -> Result<Vec<u8>, String> 
     let mut out = Vec::new();
     decoder.read_to_end(&mut out).map_err(|e| format!("{path}: the packaged payload is damaged: {e}"))?;
     Ok(out)
+}
+
+/// The artifact at `path`, inflated and checked against the manifest's sha256.
+pub(crate) fn verified(path: &str) -> Result<Vec<u8>, String> {
+    let crate_name = env!("CARGO_PKG_NAME");
+    let Some(compressed) = find(path) else {
+        return Err(format!("{path} is not carried by this build of {crate_name}"));
+    };
+    let bytes = inflate(path, compressed)?;
+    let Some(artifact) = crate::kiln::manifest().artifacts.iter().find(|a| a.path == path) else {
+        return Err(format!("{path} is carried but not in the embedded manifest: this build of {crate_name} is damaged"));
+    };
+    let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    if sha != artifact.sha256 {
+        return Err(format!(
+            "{path} inflates to bytes with sha256 {sha}, but the manifest says {}: the packaged payload of {crate_name} is damaged \
+             (reinstall the crate: `cargo clean -p {crate_name}`, or check what replaced it in the registry cache)",
+            artifact.sha256
+        ));
+    }
+    Ok(bytes)
 }

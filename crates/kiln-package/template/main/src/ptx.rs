@@ -1,66 +1,53 @@
-//! Which PTX `Module::ptx()` returns. candle compiles some kernels only for
-//! `__CUDA_ARCH__ >= 890` (fp8), so one PTX level cannot serve every GPU:
-//! the crate carries several and picks the highest one the first GPU can
-//! JIT, as upstream's build would have for the build machine's GPU.
+//! What `Module::ptx()` returns. Its text is the PTX, as upstream's was; the
+//! conversion candle-core makes (`load_module(mdl.ptx().into())`) instead
+//! hands the driver native code (see [`crate::image`]).
+//!
+//! candle compiles some kernels only for `__CUDA_ARCH__ >= 890` (fp8), so one
+//! PTX level cannot serve every GPU: the crate carries several, and the text
+//! is the highest level the first GPU can JIT, as upstream's build would
+//! have made for the build machine's GPU.
 
-use std::sync::OnceLock;
+use std::{fmt, ops::Deref, sync::OnceLock};
 
-use crate::{payload, MODULE_NAMES, PTX_LEVELS};
+use crate::{image, payload, MODULE_NAMES, PTX_LEVELS};
 
-/// Overrides the choice, e.g. `compute_80`.
+/// Overrides the choice, e.g. `compute_80`; also makes the conversion into
+/// cudarc's `Ptx` carry only that PTX (no SASS), to force and test the JIT.
 pub const ENV: &str = "KILN_PTX_ARCH";
+
+/// The PTX level named by [`ENV`], if it names one this crate carries.
+pub(crate) fn forced_level() -> Option<&'static (u32, &'static str)> {
+    static FORCED: OnceLock<Option<&'static (u32, &'static str)>> = OnceLock::new();
+    *FORCED.get_or_init(|| {
+        let wanted = std::env::var(ENV).ok()?;
+        let found = PTX_LEVELS.iter().find(|(_, n)| *n == wanted);
+        if found.is_none() {
+            let carried: Vec<&str> = PTX_LEVELS.iter().map(|(_, n)| *n).collect();
+            eprintln!("{}: {ENV}={wanted} is not a PTX level this crate carries ({}); ignored", env!("CARGO_PKG_NAME"), carried.join(", "));
+        }
+        found
+    })
+}
 
 fn level() -> &'static str {
     static LEVEL: OnceLock<&'static str> = OnceLock::new();
     LEVEL.get_or_init(|| {
-        if let Ok(wanted) = std::env::var(ENV) {
-            if let Some((_, name)) = PTX_LEVELS.iter().find(|(_, n)| *n == wanted) {
-                return name;
-            }
+        if let Some((_, name)) = forced_level() {
+            return name;
         }
-        let cap = device_capability().unwrap_or(0);
+        let cap = image::devices().first().copied().unwrap_or(0);
         PTX_LEVELS.iter().rev().find(|(l, _)| *l <= cap).unwrap_or(&PTX_LEVELS[0]).1
     })
 }
 
-/// The compute capability (major*10+minor) of CUDA device 0, asked of the
-/// driver through dlopen: nothing CUDA is linked. `None` without a driver or GPU.
-fn device_capability() -> Option<u32> {
-    type Init = unsafe extern "C" fn(u32) -> i32;
-    type DeviceGet = unsafe extern "C" fn(*mut i32, i32) -> i32;
-    type Attribute = unsafe extern "C" fn(*mut i32, i32, i32) -> i32;
-    const MAJOR: i32 = 75; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-    const MINOR: i32 = 76;
-    // SAFETY: libcuda's documented C entry points with their documented signatures.
-    unsafe {
-        let lib = libloading::Library::new("libcuda.so.1").ok()?;
-        let init: libloading::Symbol<Init> = lib.get(b"cuInit\0").ok()?;
-        let get: libloading::Symbol<DeviceGet> = lib.get(b"cuDeviceGet\0").ok()?;
-        let attr: libloading::Symbol<Attribute> = lib.get(b"cuDeviceGetAttribute\0").ok()?;
-        if init(0) != 0 {
-            return None;
-        }
-        let mut dev = 0;
-        if get(&mut dev, 0) != 0 {
-            return None;
-        }
-        let (mut major, mut minor) = (0, 0);
-        if attr(&mut major, MAJOR, dev) != 0 || attr(&mut minor, MINOR, dev) != 0 {
-            return None;
-        }
-        // The library stays loaded: the process's CUDA user keeps it anyway.
-        std::mem::forget(lib);
-        Some(major as u32 * 10 + minor as u32)
-    }
-}
-
-pub(crate) fn for_module(index: usize) -> &'static str {
-    static TEXT: OnceLock<Vec<OnceLock<&'static str>>> = OnceLock::new();
-    let cells = TEXT.get_or_init(|| MODULE_NAMES.iter().map(|_| OnceLock::new()).collect());
-    cells[index].get_or_init(|| {
-        let path = format!("cuda/{}/{}.ptx", level(), MODULE_NAMES[index]);
-        let compressed = payload::find(&path).unwrap_or_else(|| panic!("{path} is not in this crate"));
-        let bytes = payload::inflate(&path, compressed).unwrap_or_else(|e| panic!("{e}"));
+/// The PTX text of module `index` at `level`, inflated and verified once.
+pub(crate) fn text_at(index: usize, level: &str) -> &'static str {
+    static TEXT: OnceLock<Vec<Vec<OnceLock<&'static str>>>> = OnceLock::new();
+    let cells = TEXT.get_or_init(|| MODULE_NAMES.iter().map(|_| PTX_LEVELS.iter().map(|_| OnceLock::new()).collect()).collect());
+    let at = PTX_LEVELS.iter().position(|(_, n)| *n == level).unwrap_or_else(|| panic!("{level} is not a PTX level of this crate"));
+    cells[index][at].get_or_init(|| {
+        let path = format!("cuda/{level}/{}.ptx", MODULE_NAMES[index]);
+        let bytes = payload::verified(&path).unwrap_or_else(|e| panic!("{e}"));
         let text = String::from_utf8(bytes).unwrap_or_else(|_| panic!("{path} is not UTF-8"));
         Box::leak(text.into_boxed_str())
     })
@@ -69,4 +56,79 @@ pub(crate) fn for_module(index: usize) -> &'static str {
 /// The PTX level `Module::ptx()` uses in this process.
 pub fn chosen_level() -> &'static str {
     level()
+}
+
+/// A kernel module's code, as `Module::ptx()` returns it.
+///
+/// As text (it dereferences to `str`: `&*ptx`, `.to_string()`, `format!`)
+/// it is the module's PTX, exactly what upstream's `ptx()` returned. Converted
+/// into `cudarc::nvrtc::Ptx` (feature `cudarc`, on in the candle-kernels
+/// drop-in), which is what candle-core does with it, it becomes a fatbinary
+/// with the SASS this crate carries for this machine's GPUs, so that the
+/// driver loads native code instead of JIT-compiling PTX (docs: the crate README).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ModulePtx {
+    pub(crate) index: usize,
+}
+
+impl ModulePtx {
+    /// The PTX text (what dereferencing gives).
+    pub fn as_str(&self) -> &'static str {
+        text_at(self.index, level())
+    }
+
+    /// The image the cudarc conversion hands to `cuModuleLoadData`: a
+    /// fatbinary with the carried SASS for this process's GPUs (PTX only for
+    /// a GPU without SASS, or when `KILN_PTX_ARCH` asks for it). Panics with
+    /// a message naming the module, the devices and what is carried when no
+    /// GPU of this process can use anything the crate carries.
+    pub fn image(&self) -> &'static [u8] {
+        image::for_module(self.index)
+    }
+}
+
+impl Deref for ModulePtx {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for ModulePtx {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for ModulePtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for ModulePtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ModulePtx({})", MODULE_NAMES[self.index])
+    }
+}
+
+impl PartialEq<str> for ModulePtx {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ModulePtx {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+// Not `From<ModulePtx> for String`: cudarc's `impl<S: Into<String>> From<S>
+// for Ptx` would then apply too, and the two impls would collide.
+#[cfg(feature = "cudarc")]
+impl From<ModulePtx> for cudarc::nvrtc::Ptx {
+    fn from(p: ModulePtx) -> Self {
+        cudarc::nvrtc::Ptx::from_binary(p.image().to_vec())
+    }
 }

@@ -1,0 +1,41 @@
+//! Which carried code each GPU of the process gets (the rules in
+//! [`crate::image`]); pure, so kiln's own tests can check the decisions.
+
+/// What one module's image holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// sms of the carried SASS to include.
+    pub sass: Vec<u32>,
+    /// PTX levels (e.g. 80 for compute_80) to include.
+    pub ptx: Vec<u32>,
+    /// Compute capabilities (e.g. 75) that nothing carried can serve.
+    pub unserved: Vec<u32>,
+}
+
+/// Chooses for `devices` (compute capabilities, major*10+minor) from the
+/// carried `sass` sms and `ptx` levels; `forced_ptx` is `KILN_PTX_ARCH`'s level.
+pub fn plan(devices: &[u32], sass: &[u32], ptx: &[u32], forced_ptx: Option<u32>) -> Plan {
+    let mut p = Plan::default();
+    for &cap in devices {
+        if let Some(level) = forced_ptx {
+            if !p.ptx.contains(&level) {
+                p.ptx.push(level);
+            }
+            continue;
+        }
+        if let Some(&sm) = sass.iter().filter(|&&sm| sm / 10 == cap / 10 && sm <= cap).max() {
+            if !p.sass.contains(&sm) {
+                p.sass.push(sm);
+            }
+        } else if let Some(&level) = ptx.iter().filter(|&&l| l <= cap).max() {
+            if !p.ptx.contains(&level) {
+                p.ptx.push(level);
+            }
+        } else if !p.unserved.contains(&cap) {
+            p.unserved.push(cap);
+        }
+    }
+    p.sass.sort_unstable();
+    p.ptx.sort_unstable();
+    p
+}

@@ -1,0 +1,125 @@
+//! The native image of a module for this process's GPUs, built once per
+//! module from the artifacts this build carries:
+//!
+//! - every visible GPU gets SASS if a carried sm runs on it (same major
+//!   version, not newer than the GPU: what the driver itself accepts), the
+//!   highest such sm;
+//! - a GPU with no carried SASS gets the highest carried PTX level at or below
+//!   its compute capability, which the driver JIT-compiles (once, into its
+//!   cache);
+//! - `KILN_PTX_ARCH=compute_XX` gives every GPU that PTX and no SASS.
+//!
+//! All of it goes into one fatbinary, and the driver picks per device: a
+//! process with an sm_90 and an sm_86 GPU loads sm_90 SASS on one and sm_86 on
+//! the other from the same `load_module` call. Only what the process's GPUs
+//! use is inflated, which keeps the first load close to kiln's loader.
+
+use std::sync::OnceLock;
+
+use crate::{
+    choose::{plan, Plan},
+    fatbin, payload, ptx, MODULE_NAMES, PTX_LEVELS,
+};
+
+/// The compute capability of every CUDA device this process sees, asked of
+/// the driver through dlopen (nothing CUDA is linked); empty without a
+/// driver or a GPU.
+pub fn devices() -> &'static [u32] {
+    static DEVICES: OnceLock<Vec<u32>> = OnceLock::new();
+    DEVICES.get_or_init(|| query_devices().unwrap_or_default())
+}
+
+fn query_devices() -> Option<Vec<u32>> {
+    type Init = unsafe extern "C" fn(u32) -> i32;
+    type Count = unsafe extern "C" fn(*mut i32) -> i32;
+    type DeviceGet = unsafe extern "C" fn(*mut i32, i32) -> i32;
+    type Attribute = unsafe extern "C" fn(*mut i32, i32, i32) -> i32;
+    const MAJOR: i32 = 75; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    const MINOR: i32 = 76;
+    // SAFETY: libcuda's documented C entry points with their documented signatures.
+    unsafe {
+        let lib = libloading::Library::new("libcuda.so.1").ok()?;
+        let init: libloading::Symbol<Init> = lib.get(b"cuInit\0").ok()?;
+        let count: libloading::Symbol<Count> = lib.get(b"cuDeviceGetCount\0").ok()?;
+        let get: libloading::Symbol<DeviceGet> = lib.get(b"cuDeviceGet\0").ok()?;
+        let attr: libloading::Symbol<Attribute> = lib.get(b"cuDeviceGetAttribute\0").ok()?;
+        if init(0) != 0 {
+            return None;
+        }
+        let mut n = 0;
+        if count(&mut n) != 0 {
+            return None;
+        }
+        let mut caps = Vec::new();
+        for ordinal in 0..n {
+            let mut dev = 0;
+            let (mut major, mut minor) = (0, 0);
+            if get(&mut dev, ordinal) != 0 || attr(&mut major, MAJOR, dev) != 0 || attr(&mut minor, MINOR, dev) != 0 {
+                return None;
+            }
+            caps.push(major as u32 * 10 + minor as u32);
+        }
+        // The library stays loaded: the process's CUDA user keeps it anyway.
+        std::mem::forget(lib);
+        Some(caps)
+    }
+}
+
+fn carried_sass(module: &str) -> Vec<u32> {
+    crate::kiln::manifest()
+        .artifacts
+        .iter()
+        .filter(|a| a.module == module && a.kind == crate::kiln::Kind::Cubin)
+        .filter_map(|a| a.arch.strip_prefix("sm_")?.parse().ok())
+        .collect()
+}
+
+/// What this process's image of `module` holds.
+pub fn plan_for(module: &str) -> Plan {
+    let ptx: Vec<u32> = PTX_LEVELS.iter().map(|(l, _)| *l).collect();
+    let devices = devices();
+    let sass = carried_sass(module);
+    // Without a driver the load fails anyway; an image for every carried
+    // arch still makes the driver's error, not ours, the one users see.
+    let wanted: Vec<u32> = if devices.is_empty() { sass.iter().copied().chain(ptx.first().copied()).collect() } else { devices.to_vec() };
+    plan(&wanted, &sass, &ptx, ptx::forced_level().map(|(l, _)| *l))
+}
+
+pub(crate) fn for_module(index: usize) -> &'static [u8] {
+    static IMAGES: OnceLock<Vec<OnceLock<&'static [u8]>>> = OnceLock::new();
+    let cells = IMAGES.get_or_init(|| MODULE_NAMES.iter().map(|_| OnceLock::new()).collect());
+    cells[index].get_or_init(|| {
+        let module = MODULE_NAMES[index];
+        let p = plan_for(module);
+        if p.sass.is_empty() && p.ptx.is_empty() {
+            panic!("{}", unserved_message(module, &p.unserved));
+        }
+        let cubins: Vec<(u32, Vec<u8>)> = p
+            .sass
+            .iter()
+            .map(|sm| (*sm, payload::verified(&format!("cuda/sm_{sm}/{module}.cubin")).unwrap_or_else(|e| panic!("{module}: {e}"))))
+            .collect();
+        let mut entries: Vec<fatbin::Entry> = cubins.iter().map(|(sm, elf)| fatbin::Entry::Sass { sm: *sm, elf }).collect();
+        for level in &p.ptx {
+            let name = PTX_LEVELS.iter().find(|(l, _)| l == level).map(|(_, n)| *n).expect("planned from PTX_LEVELS");
+            entries.push(fatbin::Entry::Ptx { level: *level, text: ptx::text_at(index, name) });
+        }
+        Box::leak(fatbin::write(&entries).into_boxed_slice())
+    })
+}
+
+/// Why no GPU of this process can run `module`, and what would.
+pub fn unserved_message(module: &str, unserved: &[u32]) -> String {
+    let caps: Vec<String> = unserved.iter().map(|c| format!("sm_{c}")).collect();
+    let sass: Vec<String> = carried_sass(module).iter().map(|s| format!("sm_{s}")).collect();
+    let ptx: Vec<&str> = PTX_LEVELS.iter().map(|(_, n)| *n).collect();
+    format!(
+        "{} cannot load kernel module {module} on this machine's GPU(s) ({}): this build carries SASS for {} and PTX for {}, and \
+         the driver JIT-compiles PTX only for a GPU at or above its level. A GPU with a lower compute capability needs a kiln \
+         release that builds for it; SASS for another sm of a carried major version comes with that sm's crate feature.",
+        env!("CARGO_PKG_NAME"),
+        caps.join(", "),
+        if sass.is_empty() { "no sm (no sm feature enabled)".to_string() } else { sass.join(", ") },
+        ptx.join(", ")
+    )
+}
