@@ -8,10 +8,17 @@
 #   lib:   cargo build --offline --locked --features cuda                   (candle-core + deps)
 #   tests: cargo build --offline --locked --features cuda --test all_tests  (dev-deps + test binary)
 # Results: $WORK/results/<variant>.json (+ cargo --timings HTML, nvcc log, build log).
+# PROFILE=release builds both with --release (issue 16's cold-suite proof); default: dev.
 # Usage: build.sh [variant...]   (default: upstream kiln)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 [ $# -gt 0 ] && VARIANTS=("$@")
+PROFILE="${PROFILE:-dev}"
+case "$PROFILE" in
+  dev) profile_args=() ;;
+  release) profile_args=(--release) ;;
+  *) echo "PROFILE must be dev or release, not $PROFILE" >&2; exit 1 ;;
+esac
 mkdir -p "$RESULTS"
 
 # PATH without any directory that holds an nvcc.
@@ -69,16 +76,16 @@ for v in "${VARIANTS[@]}"; do
     fi
     echo "== $v: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) nvcc=$nvcc_seen PATH=$PATH" > "$log"
     load0=$(cut -d' ' -f1 /proc/loadavg)
-    lib=$(timed_cargo lib "$log" build --offline --locked --features cuda --timings) || exit 1
+    lib=$(timed_cargo lib "$log" build "${profile_args[@]}" --offline --locked --features cuda --timings) || exit 1
     cp "$tdir/cargo-timings/cargo-timing.html" "$RESULTS/$v-timing-lib.html" 2>/dev/null || true
-    tests=$(timed_cargo tests "$log" build --offline --locked --features cuda --test "$TEST_TARGET" --timings) || exit 1
+    tests=$(timed_cargo tests "$log" build "${profile_args[@]}" --offline --locked --features cuda --test "$TEST_TARGET" --timings) || exit 1
     cp "$tdir/cargo-timings/cargo-timing.html" "$RESULTS/$v-timing-tests.html" 2>/dev/null || true
     load1=$(cut -d' ' -f1 /proc/loadavg)
-    exe=$(cargo test --offline --locked --features cuda --test "$TEST_TARGET" --no-run --message-format=json 2>/dev/null \
+    exe=$(cargo test "${profile_args[@]}" --offline --locked --features cuda --test "$TEST_TARGET" --no-run --message-format=json 2>/dev/null \
           | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable")][-1])')
-    python3 - "$v" "$lib" "$tests" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" > "$RESULTS/$v.json" <<'PY'
+    python3 - "$v" "$lib" "$tests" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "$PROFILE" > "$RESULTS/$v.json" <<'PY'
 import json, os, platform, subprocess, sys
-v, lib, tests, nvcclog, exe, load0, load1, nvcc_seen = sys.argv[1:]
+v, lib, tests, nvcclog, exe, load0, load1, nvcc_seen, profile = sys.argv[1:]
 def parse(s):
     f = s.split()
     return {"wall_s": round(float(f[1]), 1), "user_s": float(f[3]), "sys_s": float(f[4])}
@@ -99,7 +106,7 @@ res = {
                 "kernel": platform.release(), "rustc": out(["rustc", "--version"]), "cargo": out(["cargo", "--version"]),
                 "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
     "loadavg_start": float(load0), "loadavg_end": float(load1),
-    "profile": "dev (cargo default), default -j",
+    "profile": f"{profile}, default -j",
 }
 print(json.dumps(res, indent=2))
 PY

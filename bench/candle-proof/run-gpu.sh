@@ -10,12 +10,14 @@
 #   <v>-cold.txt       test run 1: empty CUDA JIT cache (a fresh CUDA_CACHE_PATH)
 #   <v>-warm.txt       test run 2: same cache, now warm
 #   <v>-*.rc, <v>-*.seconds, cuda-tests-<v>.txt, <v>-info.json
+#   <v>-*.jitcache     files and KiB in the JIT cache after the run (0 when nothing was JIT-compiled)
 # Settings (environment):
 #   THREADS=8              --test-threads for both runs
 #   CUDA_CACHE_DISABLE=1   no JIT cache at all (slow: every module load JIT-compiles)
 #   WARM=0                 skip the warm run
 #   KILN_PROOF_LIBDIRS     library dirs to use instead of torch's nvidia wheels
 #   KILN_PROOF_UNPACK      where to unpack (default: a temp dir)
+#   KILN_PTX_ARCH          (kiln) hand the driver that PTX level instead of SASS: the JIT fallback
 # The runtime libraries candle-core links (libcublas.so.13, libcublasLt.so.13,
 # libcurand.so.10, libnvrtc.so.13, and for upstream libcudart.so.13) come from the
 # nvidia wheels torch installed (nvidia/cu13/lib); libcuda.so.1 is the driver's.
@@ -86,6 +88,8 @@ for v in "$@"; do
     rc=$?
     t1=$(date +%s.%N)
     echo $rc > "$OUT/$v-$run.rc"
+    # What the driver JIT-compiled: it writes its compute cache only for PTX it compiled.
+    echo "$(find "$cache" -type f | wc -l) files, $(du -sk "$cache" | cut -f1) KiB" > "$OUT/$v-$run.jitcache"
     python3 -c "print(round($t1 - $t0, 2))" > "$OUT/$v-$run.seconds"
     echo "$v $run: rc=$rc $(tail -n 5 "$OUT/$v-$run.txt" | grep '^test result' || echo 'no summary line') ($(cat "$OUT/$v-$run.seconds") s)"
     [ $rc = 0 ] || overall=1

@@ -82,6 +82,10 @@ pub enum Kind {
     Cubin,
     /// A static library of host objects with embedded SASS (candle-kernels' `ffi`).
     Staticlib,
+    /// A clang offload bundle of one module's code objects for every carried
+    /// gfx arch (`Module::hsaco()`): `hipModuleLoadData` takes the entry for
+    /// the device. Its `arch` lists the bundled archs, `+`-separated.
+    Bundle,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,6 +181,7 @@ impl Kind {
             Kind::Ptx => "ptx",
             Kind::Cubin => "cubin",
             Kind::Staticlib => "staticlib",
+            Kind::Bundle => "bundle",
         }
     }
 }

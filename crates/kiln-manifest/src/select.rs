@@ -179,8 +179,15 @@ impl fmt::Display for SelectError {
                     DeviceArch::Hip { .. } => "HIP",
                 };
                 write!(f, "no artifact of module `{module}` can run on {device}: the {backend} artifacts carried are {}", list(carried))?;
-                if let DeviceArch::Cuda { .. } = device {
-                    f.write_str(" (a cubin runs only on its own sm; PTX only on devices at or above its compute level)")?;
+                match device {
+                    DeviceArch::Cuda { .. } => {
+                        f.write_str(" (a cubin runs only on its own sm; PTX only on devices at or above its compute level)")?
+                    }
+                    // What the drop-in's `Module::hsaco()` bundle would meet in the HIP runtime.
+                    DeviceArch::Hip { .. } => f.write_str(
+                        " (a code object runs only on its own gfx arch; the HIP runtime, given the module's bundle of these, \
+                         finds no entry for this device and fails with hipErrorNoBinaryForGpu)",
+                    )?,
                 }
                 if let Some(h) = hint {
                     write!(f, "; {h}")?;
@@ -336,7 +343,9 @@ impl Manifest {
 
     /// [`Manifest::select`] with options, saying how the artifact matched.
     pub fn select_with(&self, module: &str, device: &DeviceArch, opts: SelectOptions) -> Result<Selection<'_>, SelectError> {
-        let of_module: Vec<&Artifact> = self.artifacts.iter().filter(|a| a.module == module && a.kind != Kind::Staticlib).collect();
+        // One artifact per arch: bundles repeat the code objects, static libraries are not modules.
+        let of_module: Vec<&Artifact> =
+            self.artifacts.iter().filter(|a| a.module == module && !matches!(a.kind, Kind::Staticlib | Kind::Bundle)).collect();
         if of_module.is_empty() {
             return Err(SelectError::UnknownModule { module: module.to_string(), carried: self.modules().iter().map(|s| s.to_string()).collect() });
         }

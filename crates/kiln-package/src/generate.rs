@@ -204,7 +204,7 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
     vars.insert("DEFAULT_FEATURES", defaults.join(", "));
     write(&main.join("Cargo.toml"), fill(&read_t("main/Cargo.toml.in")?, &vars)?)?;
     write(&main.join("README.md"), fill(&read_t("main/README.md.in")?, &vars)?)?;
-    for f in ["lib.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs"] {
+    for f in ["lib.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs"] {
         write(&main.join("src").join(f), read_t(&format!("main/src/{f}"))?)?;
     }
     let ffi = fs::read_to_string(inp.ffi_rs).with_context(|| format!("cannot read {}", inp.ffi_rs.display()))?;

@@ -2,7 +2,8 @@
 //! times the crates.io limit, so: the main crate carries the API, the
 //! manifest and the PTX (the drop-in's `Module::ptx()`); one optional crate
 //! per sm carries its SASS and one per gfx arch its HSACO (consumers can
-//! leave archs out); the static library is split by object into as many
+//! leave archs out), one (`hip`) the per-module bundles of every gfx arch for
+//! `Module::hsaco()`; the static library is split by object into as many
 //! crates as its size needs, plus one for the CUDA runtime it links.
 
 use kiln_manifest::{Kind, Manifest};
@@ -28,6 +29,9 @@ pub struct Part {
     pub paths: Vec<String>,
 }
 
+/// The part crate (and feature) of the HIP code-object bundles.
+pub const HIP_BUNDLES: &str = "hip";
+
 fn feature_of(arch: &str) -> String {
     arch.replace('_', "")
 }
@@ -47,6 +51,14 @@ pub fn tables(manifest: &Manifest) -> Vec<Part> {
                     None => tables.push(Part { suffix: suffix.clone(), role: Role::Table { feature: suffix }, paths: vec![a.path.clone()] }),
                 }
             }
+            // One crate for every module's bundle: `Module::hsaco()` needs the
+            // bundle of every carried gfx arch, whichever the device is.
+            Kind::Bundle => match tables.iter_mut().find(|p| p.suffix == HIP_BUNDLES) {
+                Some(p) => p.paths.push(a.path.clone()),
+                None => {
+                    tables.push(Part { suffix: HIP_BUNDLES.into(), role: Role::Table { feature: HIP_BUNDLES.into() }, paths: vec![a.path.clone()] })
+                }
+            },
             Kind::Staticlib => {}
         }
     }

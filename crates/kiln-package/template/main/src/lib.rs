@@ -11,6 +11,7 @@
 
 mod choose;
 mod fatbin;
+mod hip;
 mod image;
 mod payload;
 mod ptx;
@@ -44,6 +45,16 @@ impl Module {
     /// process can use anything the crate carries, naming what it carries.
     pub fn ptx(&self) -> ModulePtx {
         ModulePtx { index: self.index }
+    }
+
+    /// The module's AMD code: a clang offload bundle of its code objects for
+    /// every gfx arch this crate was built for, for `hipModuleLoadData` (the
+    /// HIP runtime loads the entry for the device's arch; a device whose arch
+    /// is not in it gets `hipErrorNoBinaryForGpu`). Needs the `hip` feature
+    /// (on by default); panics, naming the module, if it is off or the
+    /// payload is damaged.
+    pub fn hsaco(&self) -> &'static [u8] {
+        hip::bundle(self.index)
     }
 
     /// The module's name (`affine`, ...), as in kiln's manifest.
