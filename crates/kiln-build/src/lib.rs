@@ -6,6 +6,7 @@
 //! everything that can change an output ([`job::Job::recipe`], with the files
 //! found by [`scan`]). Kernel sources come from [`upstream`].
 
+pub mod bundle;
 pub mod cuda;
 pub mod hip;
 pub mod job;

@@ -189,6 +189,60 @@ pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
     Ok(())
 }
 
+/// Per module, one clang offload bundle of its code objects for every pinned
+/// gfx arch (the drop-in's `Module::hsaco()`), read back entry by entry
+/// against the code objects that went in. A module built for only some of
+/// the archs (`--arch`) gets none: a bundle promises every carried arch.
+/// Bundles are kept in the cache under their own sha256 (content-addressed).
+pub fn hip_bundles(cache: &Cache, pins: &Pins, collected: &[Collected]) -> Result<Vec<Collected>> {
+    let archs: Vec<String> = pins.targets.hip.iter().map(|a| a.to_string()).collect();
+    let mut out = Vec::new();
+    if archs.is_empty() {
+        return Ok(out);
+    }
+    for module in &pins.candle.modules {
+        let objects: Vec<&Collected> = archs
+            .iter()
+            .filter_map(|arch| {
+                collected
+                    .iter()
+                    .find(|c| c.artifact.kind == kiln_manifest::Kind::Hsaco && &c.artifact.module == module && &c.artifact.arch == arch)
+            })
+            .collect();
+        if objects.len() != archs.len() {
+            continue;
+        }
+        let bytes = objects.iter().map(|c| fs::read(&c.file).with_context(|| format!("cannot read {}", c.file.display()))).collect::<Result<Vec<_>>>()?;
+        let inputs: Vec<(&str, &[u8])> = objects.iter().zip(&bytes).map(|(c, b)| (c.artifact.arch.as_str(), b.as_slice())).collect();
+        let bundle = kiln_build::bundle::write(&inputs);
+        kiln_validate::bundle::verify(&bundle, &inputs).with_context(|| format!("the HIP code-object bundle of module {module} does not read back"))?;
+        let sha256 = fetch::sha256_bytes(&bundle);
+        let file = cache.root().join("bundles").join(format!("{sha256}.hipfb"));
+        if fetch::sha256_file(&file).ok().as_deref() != Some(sha256.as_str()) {
+            let dir = file.parent().expect("bundles/ has a parent");
+            fs::create_dir_all(dir)?;
+            let tmp = dir.join(format!(".{sha256}.{}.part", std::process::id()));
+            fs::write(&tmp, &bundle).with_context(|| format!("cannot write {}", tmp.display()))?;
+            fs::rename(&tmp, &file).with_context(|| format!("cannot move {} to {}", tmp.display(), file.display()))?;
+        }
+        let artifact = Artifact {
+            module: module.clone(),
+            backend: Backend::Hip,
+            arch: archs.join("+"),
+            kind: kiln_manifest::Kind::Bundle,
+            path: format!("hip/bundle/{module}.hipfb"),
+            size: bundle.len() as u64,
+            sha256,
+            // Every entry exports the same kernels: compare_kernel_sets held them to the PTX floor's.
+            kernels: objects[0].artifact.kernels.clone(),
+            ptx_version: None,
+            resources: Vec::new(),
+        };
+        out.push(Collected { artifact, file });
+    }
+    Ok(out)
+}
+
 pub fn manifest(pins: &Pins, toolchain: Toolchain, collected: &[Collected]) -> Manifest {
     let mut artifacts: Vec<Artifact> = collected.iter().map(|c| c.artifact.clone()).collect();
     artifacts.sort_by(|a, b| a.path.cmp(&b.path));

@@ -90,6 +90,8 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
         collected.push(collect::staticlib(&runner, &cache, &plan, pins, &source, &built[n_modules..], say)?);
     }
     collect::compare_kernel_sets(pins, &collected)?;
+    let bundles = collect::hip_bundles(&cache, pins, &collected)?;
+    collected.extend(bundles);
     let manifest = collect::manifest(pins, toolchain, &collected);
 
     if let Some(lock) = &opts.locked {

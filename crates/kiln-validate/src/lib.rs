@@ -6,6 +6,7 @@
 //! every module carries the same kernels on every target ([`compare`]).
 
 pub mod ar;
+pub mod bundle;
 pub mod compare;
 pub mod cubin;
 pub mod fatbin;

@@ -1,0 +1,99 @@
+//! The HIP code-object bundle writer (kiln-build `bundle`) against LLVM's own
+//! `clang-offload-bundler` (Debian's clang-tools-15, installed by .ci/setup:
+//! the pinned toolchain ships none): kiln's probe kernel compiled for two gfx
+//! archs with the pinned clang, bundled both ways, byte for byte; then read
+//! back and checked by kiln-validate, which catches a swapped entry.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use kiln_pins::Pins;
+use kiln_toolchain::{sysroot, Cache, Mount, Runner};
+
+const BUNDLER: &str = "/usr/lib/llvm-15/bin/clang-offload-bundler";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+#[test]
+fn bundles_match_clang_offload_bundler_byte_for_byte() {
+    assert!(Path::new(BUNDLER).is_file(), "{BUNDLER} is missing: `apt-get install clang-tools-15` (bash .ci/setup does)");
+    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
+    let cache = Cache::from_env().unwrap();
+    let runner = Runner::new(sysroot::provision(&cache, &pins, 4, &|l| eprintln!("{l}")).unwrap()).unwrap();
+    let dir = std::env::temp_dir().join(format!("kiln-hipfb-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    fs::copy(repo().join("kernels/probe/probe.cu"), dir.join("probe.cu")).unwrap();
+    let major = pins.toolchain.clang.package.trim_start_matches("clang-").to_string();
+    let mounts = [
+        Mount { host: dir.clone(), at: "/kiln/job", writable: true },
+        Mount { host: repo().join("kernels/hip"), at: "/kiln/hip", writable: false },
+    ];
+    let archs = ["gfx1030", "gfx90a"];
+    for arch in archs {
+        let argv: Vec<String> = [
+            format!("clang++-{major}"),
+            "-x".into(),
+            "hip".into(),
+            format!("--offload-arch={arch}"),
+            "--cuda-device-only".into(),
+            "--no-gpu-bundle-output".into(),
+            "--rocm-path=/usr".into(),
+            format!("--rocm-device-lib-path=/usr/lib/llvm-{major}/lib/clang/{major}/amdgcn/bitcode"),
+            "-O3".into(),
+            "-std=c++17".into(),
+            "-I/kiln/hip".into(),
+            "-include".into(),
+            "candle_hip_compat.h".into(),
+            "-o".into(),
+            format!("{arch}.hsaco"),
+            "probe.cu".into(),
+        ]
+        .into();
+        let out = runner.command(&mounts, "/kiln/job", &argv, |_, _| Vec::new()).output().unwrap();
+        assert!(out.status.success(), "{arch}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let objects: Vec<(&str, Vec<u8>)> = archs.iter().map(|a| (*a, fs::read(dir.join(format!("{a}.hsaco"))).unwrap())).collect();
+    let inputs: Vec<(&str, &[u8])> = objects.iter().map(|(a, b)| (*a, b.as_slice())).collect();
+    let ours = kiln_build::bundle::write(&inputs);
+
+    let targets: Vec<String> =
+        std::iter::once(kiln_build::bundle::HOST_ID.to_string()).chain(archs.iter().map(|a| format!("{}{a}", kiln_build::bundle::HIP_ID_PREFIX))).collect();
+    let reference = dir.join("ref.hipfb");
+    let mut cmd = Command::new(BUNDLER);
+    cmd.args(["-type=o", "-bundle-align=4096", &format!("-targets={}", targets.join(",")), "-input=/dev/null"]);
+    for a in archs {
+        cmd.arg(format!("-input={}", dir.join(format!("{a}.hsaco")).display()));
+    }
+    let out = cmd.arg(format!("-output={}", reference.display())).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reference = fs::read(&reference).unwrap();
+    assert_eq!(ours.len(), reference.len());
+    assert!(ours == reference, "kiln's bundle differs from clang-offload-bundler's at byte {:?}", ours.iter().zip(&reference).position(|(a, b)| a != b));
+
+    // LLVM's own reader takes every entry back out unchanged.
+    for a in archs {
+        let out = dir.join(format!("{a}.out"));
+        let st = Command::new(BUNDLER)
+            .args(["-type=o", "-unbundle", &format!("-targets={}{a}", kiln_build::bundle::HIP_ID_PREFIX)])
+            .arg(format!("-input={}", dir.join("ref.hipfb").display()))
+            .arg(format!("-output={}", out.display()))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        assert!(fs::read(&out).unwrap() == fs::read(dir.join(format!("{a}.hsaco"))).unwrap(), "{a} does not unbundle unchanged");
+    }
+
+    let entries = kiln_validate::bundle::verify(&ours, &inputs).unwrap();
+    assert_eq!(entries.iter().filter_map(|e| e.gfx()).collect::<Vec<_>>(), archs);
+    // A bundle whose gfx1030 entry holds the gfx90a code object is refused, naming both.
+    let swapped = kiln_build::bundle::write(&[("gfx1030", &objects[1].1), ("gfx90a", &objects[1].1)]);
+    let err = format!("{:#}", kiln_validate::bundle::verify(&swapped, &[("gfx1030", &objects[1].1)]).unwrap_err());
+    assert!(err.contains("gfx1030") && err.contains("gfx90a"), "{err}");
+    fs::remove_dir_all(&dir).ok();
+}
