@@ -33,7 +33,7 @@ pub enum Task {
     Dist(Dist),
     /// Check target/dist/ against its manifest and artifacts.lock, naming every file that differs.
     Verify(Verify),
-    /// Run the test suite (nextest), after `dist --locked` (the reproducibility check the tests build on).
+    /// Run `dist --locked` (the reproducibility check the tests build on), the lint gate (rustfmt, clippy -D warnings), then the test suite (nextest).
     Test {
         /// Skip building target/dist (tests that need it will fail and say so).
         #[arg(long)]

@@ -4,8 +4,9 @@ use anyhow::{Context, Result};
 use xshell::{cmd, Shell};
 
 /// Builds what the tests read (the toolchain, and `target/dist` checked
-/// against artifacts.lock: the reproducibility test that matters most), then
-/// runs the workspace's tests with nextest.
+/// against artifacts.lock: the reproducibility test that matters most), runs
+/// the lint gate (rustfmt, clippy with warnings denied), then the workspace's
+/// tests with nextest.
 pub fn run(pins: &Path, no_dist: bool, args: Vec<String>) -> Result<()> {
     let sh = Shell::new()?;
     sh.change_dir(crate::project_root());
@@ -24,6 +25,11 @@ pub fn run(pins: &Path, no_dist: bool, args: Vec<String>) -> Result<()> {
              from on purpose, run `cargo xtask dist --update-lock` and commit artifacts.lock",
         )?;
     }
+    // The lint gate first: seconds, and a failure there says more than a test would.
+    cmd!(sh, "cargo fmt --all --check").run().context("rustfmt would change files: run `cargo fmt --all` and commit the result")?;
+    cmd!(sh, "cargo clippy --workspace --all-targets --quiet -- -D warnings")
+        .run()
+        .context("clippy found warnings (denied): fix them, or allow one with a comment saying why")?;
     cmd!(sh, "cargo nextest run --workspace --no-fail-fast {args...}").run().context("tests failed")?;
     Ok(())
 }
