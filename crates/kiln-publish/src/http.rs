@@ -53,6 +53,10 @@ pub fn put(url: &str, body: &[u8], token: Option<&str>) -> Result<Response> {
 }
 
 fn request(url: &str, body: Option<&[u8]>, token: Option<&str>) -> Result<Response> {
+    // Callers check where the token came from; this is the last line of defence, before curl runs.
+    if let Some(t) = token {
+        crate::registry::check_token(t, "the caller")?;
+    }
     let out = Temp::new("response");
     let upload = Temp::new("body");
     let mut cmd = Command::new("curl");

@@ -214,6 +214,7 @@ fn from_config_files(lookup: &Lookup, name: &str, key: &str) -> Result<Option<(S
 fn token(name: &str, lookup: &Lookup) -> Result<(Option<String>, Option<String>)> {
     let var = if name == CRATES_IO { "CARGO_REGISTRY_TOKEN".to_string() } else { env_key(name, "TOKEN") };
     if let Some(t) = lookup.env.get(&var) {
+        check_token(t, &format!("the environment variable {var}"))?;
         return Ok((Some(t.clone()), Some(var)));
     }
     let Some(home) = lookup.cargo_home() else { return Ok((None, None)) };
@@ -227,15 +228,51 @@ fn token(name: &str, lookup: &Lookup) -> Result<(Option<String>, Option<String>)
             table.get("registries").and_then(|r| r.get(name)).and_then(|r| r.get("token"))
         };
         if let Some(t) = t.and_then(|t| t.as_str()) {
+            check_token(t, &path.display().to_string())?;
             return Ok((Some(t.to_string()), Some(path.display().to_string())));
         }
     }
     Ok((None, None))
 }
 
+/// A token is sent as one HTTP header line (through curl's config): a newline
+/// or any other control character in it could add headers or curl options, so
+/// it is refused, naming where it came from and never showing it.
+pub fn check_token(token: &str, from: &str) -> Result<()> {
+    if let Some(c) = token.chars().find(|c| c.is_control()) {
+        anyhow::bail!(
+            "the registry token from {from} holds a control character (U+{:04X}); it is not used. Set it again \
+             without line breaks or other control characters (`cargo login --registry NAME` writes it cleanly).",
+            c as u32
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_with_control_characters_are_refused_without_showing_them() {
+        let secret = "s3cret\noutput = /tmp/pwned";
+        let err = format!("{:#}", check_token(secret, "the environment variable CARGO_REGISTRIES_KILN_TOKEN").unwrap_err());
+        assert!(err.contains("CARGO_REGISTRIES_KILN_TOKEN") && err.contains("U+000A"), "{err}");
+        assert!(!err.contains("s3cret") && !err.contains("pwned"), "the message shows the token: {err}");
+        assert!(check_token("tab\tinside", "x").is_err());
+        assert!(check_token("cio_abcDEF123-._~+/=", "x").is_ok());
+        // Through the lookup, from the environment and from credentials.toml.
+        let dir = std::env::temp_dir().join(format!("kiln-token-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let lookup =
+            |env: Vec<(&str, &str)>| Lookup { env: env.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), cwd: dir.clone() };
+        let err = format!("{:#}", token("kiln", &lookup(vec![("CARGO_REGISTRIES_KILN_TOKEN", secret)])).unwrap_err());
+        assert!(err.contains("CARGO_REGISTRIES_KILN_TOKEN") && !err.contains("s3cret"), "{err}");
+        fs::write(dir.join("credentials.toml"), "[registries.kiln]\ntoken = \"abc\\r\\nx\"\n").unwrap();
+        let err = format!("{:#}", token("kiln", &lookup(vec![("CARGO_HOME", dir.to_str().unwrap())])).unwrap_err());
+        assert!(err.contains("credentials.toml") && err.contains("U+000D"), "{err}");
+        fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn index_paths_follow_cargo() {
