@@ -16,7 +16,7 @@ use kiln_toolchain::{Cache, Mount, Runner};
 
 use crate::{
     job::{Hashes, Job},
-    store::{link_or_copy, Store},
+    store::{link_or_copy, Lookup, Store},
 };
 
 /// A job's result, in the cache.
@@ -104,7 +104,7 @@ pub fn run_all(runner: &Runner, cache: &Cache, jobs: &[Job], opts: &Options, say
                     let Some(&i) = order.get(n) else { break };
                     let job = &jobs[i];
                     running.lock().unwrap().push((i, Instant::now()));
-                    let r = run_one(runner, cache, &store, &hashes, job);
+                    let r = run_one(runner, cache, &store, &hashes, job, say);
                     running.lock().unwrap().retain(|(j, _)| *j != i);
                     let k = finished.fetch_add(1, Ordering::SeqCst) + 1;
                     match &r {
@@ -137,12 +137,14 @@ pub fn run_all(runner: &Runner, cache: &Cache, jobs: &[Job], opts: &Options, say
     results
 }
 
-fn run_one(runner: &Runner, cache: &Cache, store: &Store, hashes: &Hashes, job: &Job) -> Result<Built, Failed> {
+fn run_one(runner: &Runner, cache: &Cache, store: &Store, hashes: &Hashes, job: &Job, say: &(dyn Fn(String) + Sync)) -> Result<Built, Failed> {
     let fail = |log: PathBuf, e: anyhow::Error| Failed { job: job.to_string(), log, tail: format!("{e:#}") };
     let recipe = job.recipe(&runner.sysroot().identity, hashes).map_err(|e| fail(PathBuf::new(), e))?;
     let key = Job::key(&recipe);
-    if let Some(path) = store.get(&key, &job.output) {
-        return Ok(Built { path, key, cached: true, seconds: 0.0 });
+    match store.get(&key, &job.output) {
+        Lookup::Hit(path) => return Ok(Built { path, key, cached: true, seconds: 0.0 }),
+        Lookup::Damaged(message) => say(format!("warning: {job}: {message}")),
+        Lookup::Miss => {}
     }
 
     let t = Instant::now();

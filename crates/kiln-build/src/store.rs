@@ -1,7 +1,8 @@
 //! The artifact cache: one folder per content key holding the output, the
-//! recipe that produced it and the compiler's log. Entries appear whole (a
-//! rename) or not at all, so an interrupted run or two runs at once never
-//! leave a half-written entry.
+//! sha256 of the output, the recipe that produced it and the compiler's log.
+//! Entries appear whole (a rename) or not at all, so an interrupted run or two
+//! runs at once never leave a half-written entry; every read checks the
+//! output against its recorded sha256, so a damaged entry is never shipped.
 
 use std::{
     fs,
@@ -9,7 +10,19 @@ use std::{
 };
 
 use anyhow::Result;
-use kiln_toolchain::{cache::publish_dir, Cache};
+use kiln_toolchain::{cache::publish_dir, fetch::sha256_file, Cache};
+
+/// The file in each entry that records its output's sha256.
+pub const SHA256_FILE: &str = "output.sha256";
+
+/// What the cache has for a key.
+#[derive(Debug)]
+pub enum Lookup {
+    Hit(PathBuf),
+    Miss,
+    /// The entry was damaged and has been moved aside; the message says what and where.
+    Damaged(String),
+}
 
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -25,16 +38,49 @@ impl Store {
         self.dir.join(&key[..2]).join(key)
     }
 
-    /// The cached output for `key`, if any.
-    pub fn get(&self, key: &str, output: &str) -> Option<PathBuf> {
-        let path = self.entry(key).join(output);
-        path.is_file().then_some(path)
+    /// The cached output for `key`, checked against the sha256 its entry
+    /// recorded when it was made. A damaged entry is moved aside to the
+    /// cache's `damaged/` folder (kept, not deleted: it is evidence) and
+    /// reported, so that the job is built again.
+    pub fn get(&self, key: &str, output: &str) -> Lookup {
+        let entry = self.entry(key);
+        let path = entry.join(output);
+        if !path.is_file() {
+            return Lookup::Miss;
+        }
+        let actual = match sha256_file(&path) {
+            Ok(h) => h,
+            Err(e) => return self.damaged(key, format!("cannot read {output}: {e:#}")),
+        };
+        let record = entry.join(SHA256_FILE);
+        match fs::read_to_string(&record) {
+            Ok(recorded) if recorded.trim() == actual => Lookup::Hit(path),
+            Ok(recorded) => self.damaged(key, format!("{output} has sha256 {actual}, but the entry recorded {}", recorded.trim())),
+            // An entry made before hashes were recorded: its hash is recorded
+            // now (atomically, beside it) and checked from then on.
+            Err(_) => match write_atomic(&record, &actual) {
+                Ok(()) => Lookup::Hit(path),
+                Err(e) => self.damaged(key, format!("cannot record the sha256 of {output}: {e}")),
+            },
+        }
+    }
+
+    fn damaged(&self, key: &str, detail: String) -> Lookup {
+        let entry = self.entry(key);
+        let aside = self.dir.parent().unwrap_or(&self.dir).join("damaged").join(format!("{key}.{}", std::process::id()));
+        let moved = fs::create_dir_all(aside.parent().expect("damaged/ has a parent")).and_then(|()| fs::rename(&entry, &aside));
+        Lookup::Damaged(match moved {
+            Ok(()) => format!("cache entry {} is damaged ({detail}); moved to {} and building it again", entry.display(), aside.display()),
+            Err(e) => format!("cache entry {} is damaged ({detail}) and could not be moved aside ({e}); building it again", entry.display()),
+        })
     }
 
     /// Moves a finished job folder (`output`, `recipe.txt`, `build.log`) into
-    /// the cache and returns the output's cached path.
+    /// the cache, with the output's sha256 recorded, and returns the output's cached path.
     pub fn put(&self, key: &str, job_dir: &Path, output: &str) -> Result<PathBuf> {
+        fs::write(job_dir.join(SHA256_FILE), sha256_file(&job_dir.join(output))?)?;
         let dest = self.entry(key);
+        // A damaged entry moved aside leaves nothing here; a rebuilt one replaces none.
         publish_dir(job_dir, &dest)?;
         Ok(dest.join(output))
     }
@@ -43,6 +89,12 @@ impl Store {
     pub fn log(&self, key: &str) -> PathBuf {
         self.entry(key).join("build.log")
     }
+}
+
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("{}.part", std::process::id()));
+    fs::write(&tmp, text)?;
+    fs::rename(&tmp, path)
 }
 
 /// Makes `dest` hold the bytes of `src` (a hard link when possible: cached

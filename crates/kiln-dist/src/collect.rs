@@ -204,18 +204,18 @@ pub fn hip_bundles(cache: &Cache, pins: &Pins, collected: &[Collected]) -> Resul
         let objects: Vec<&Collected> = archs
             .iter()
             .filter_map(|arch| {
-                collected
-                    .iter()
-                    .find(|c| c.artifact.kind == kiln_manifest::Kind::Hsaco && &c.artifact.module == module && &c.artifact.arch == arch)
+                collected.iter().find(|c| c.artifact.kind == kiln_manifest::Kind::Hsaco && &c.artifact.module == module && &c.artifact.arch == arch)
             })
             .collect();
         if objects.len() != archs.len() {
             continue;
         }
-        let bytes = objects.iter().map(|c| fs::read(&c.file).with_context(|| format!("cannot read {}", c.file.display()))).collect::<Result<Vec<_>>>()?;
+        let bytes =
+            objects.iter().map(|c| fs::read(&c.file).with_context(|| format!("cannot read {}", c.file.display()))).collect::<Result<Vec<_>>>()?;
         let inputs: Vec<(&str, &[u8])> = objects.iter().zip(&bytes).map(|(c, b)| (c.artifact.arch.as_str(), b.as_slice())).collect();
         let bundle = kiln_build::bundle::write(&inputs);
-        kiln_validate::bundle::verify(&bundle, &inputs).with_context(|| format!("the HIP code-object bundle of module {module} does not read back"))?;
+        kiln_validate::bundle::verify(&bundle, &inputs)
+            .with_context(|| format!("the HIP code-object bundle of module {module} does not read back"))?;
         let sha256 = fetch::sha256_bytes(&bundle);
         let file = cache.root().join("bundles").join(format!("{sha256}.hipfb"));
         if fetch::sha256_file(&file).ok().as_deref() != Some(sha256.as_str()) {

@@ -96,6 +96,22 @@ impl Lock {
                 }
             }
         }
+        // Say which of the three causes it is; the cache is ruled out because
+        // every entry is checked against the sha256 it recorded when read.
+        let pins_changed = self.toolchain != manifest.toolchain.identity || self.source != source_line(manifest);
+        let bytes_differ = manifest.artifacts.iter().any(|a| self.artifacts.get(&a.path).is_some_and(|h| *h != a.sha256));
+        if pins_changed {
+            out.push("cause: a pin changed (above), so the artifacts are expected to change: run `cargo xtask dist --update-lock` and commit artifacts.lock".into());
+        } else if bytes_differ {
+            out.push(
+                "cause: not a damaged cache (every cache entry was checked against the sha256 it recorded) and not a pin \
+                 (toolchain and source match the lock): the same pinned compilers gave other bytes. Either kiln's own inputs \
+                 changed (kernels/hip, the flags in pins.toml: then `--update-lock`), or the compiler is not deterministic \
+                 here: rebuild one of them from an empty cache (`KILN_CACHE_DIR=$(mktemp -d) cargo xtask dist --module M --arch A`) \
+                 and compare"
+                    .into(),
+            );
+        }
         out
     }
 }
@@ -106,4 +122,49 @@ fn source_line(m: &Manifest) -> String {
 
 fn short(h: &str) -> &str {
     &h[..h.len().min(16)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_manifest::{Artifact, Backend, Kind, Source, Targets, Toolchain};
+
+    fn manifest(toolchain: &str, sha: &str) -> Manifest {
+        Manifest {
+            schema: kiln_manifest::SCHEMA,
+            kiln: "0".into(),
+            source: Source { crate_name: "candle-kernels".into(), version: "0.11.1".into(), sha256: "ab".repeat(32) },
+            toolchain: Toolchain {
+                identity: toolchain.into(),
+                distribution: "debian".into(),
+                suite: "trixie".into(),
+                packages: Default::default(),
+                reported: Default::default(),
+            },
+            targets: Targets { hip: vec![], code_object_version: 5, cuda_ptx: vec![], cuda_sass: vec!["sm_90".into()] },
+            artifacts: vec![Artifact {
+                module: "affine".into(),
+                backend: Backend::Cuda,
+                arch: "sm_90".into(),
+                kind: Kind::Cubin,
+                path: "cuda/sm_90/affine.cubin".into(),
+                size: 1,
+                sha256: sha.into(),
+                kernels: vec![],
+                ptx_version: None,
+                resources: vec![],
+            }],
+        }
+    }
+
+    #[test]
+    fn differences_say_which_cause_applies() {
+        let lock = Lock::of(&manifest("t1", &"11".repeat(32)));
+        assert!(lock.differences(&manifest("t1", &"11".repeat(32)), true).is_empty());
+        let d = lock.differences(&manifest("t1", &"22".repeat(32)), true);
+        assert!(d[0].starts_with("cuda/sm_90/affine.cubin: differs"), "{d:?}");
+        assert!(d.last().unwrap().contains("not a damaged cache") && d.last().unwrap().contains("not deterministic"), "{d:?}");
+        let d = lock.differences(&manifest("t2", &"22".repeat(32)), true);
+        assert!(d[0].starts_with("toolchain:") && d.last().unwrap().contains("a pin changed"), "{d:?}");
+    }
 }

@@ -30,10 +30,8 @@ fn bundles_match_clang_offload_bundler_byte_for_byte() {
     fs::create_dir_all(&dir).unwrap();
     fs::copy(repo().join("kernels/probe/probe.cu"), dir.join("probe.cu")).unwrap();
     let major = pins.toolchain.clang.package.trim_start_matches("clang-").to_string();
-    let mounts = [
-        Mount { host: dir.clone(), at: "/kiln/job", writable: true },
-        Mount { host: repo().join("kernels/hip"), at: "/kiln/hip", writable: false },
-    ];
+    let mounts =
+        [Mount { host: dir.clone(), at: "/kiln/job", writable: true }, Mount { host: repo().join("kernels/hip"), at: "/kiln/hip", writable: false }];
     let archs = ["gfx1030", "gfx90a"];
     for arch in archs {
         let argv: Vec<String> = [
@@ -62,8 +60,9 @@ fn bundles_match_clang_offload_bundler_byte_for_byte() {
     let inputs: Vec<(&str, &[u8])> = objects.iter().map(|(a, b)| (*a, b.as_slice())).collect();
     let ours = kiln_build::bundle::write(&inputs);
 
-    let targets: Vec<String> =
-        std::iter::once(kiln_build::bundle::HOST_ID.to_string()).chain(archs.iter().map(|a| format!("{}{a}", kiln_build::bundle::HIP_ID_PREFIX))).collect();
+    let targets: Vec<String> = std::iter::once(kiln_build::bundle::HOST_ID.to_string())
+        .chain(archs.iter().map(|a| format!("{}{a}", kiln_build::bundle::HIP_ID_PREFIX)))
+        .collect();
     let reference = dir.join("ref.hipfb");
     let mut cmd = Command::new(BUNDLER);
     cmd.args(["-type=o", "-bundle-align=4096", &format!("-targets={}", targets.join(",")), "-input=/dev/null"]);
@@ -74,7 +73,11 @@ fn bundles_match_clang_offload_bundler_byte_for_byte() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let reference = fs::read(&reference).unwrap();
     assert_eq!(ours.len(), reference.len());
-    assert!(ours == reference, "kiln's bundle differs from clang-offload-bundler's at byte {:?}", ours.iter().zip(&reference).position(|(a, b)| a != b));
+    assert!(
+        ours == reference,
+        "kiln's bundle differs from clang-offload-bundler's at byte {:?}",
+        ours.iter().zip(&reference).position(|(a, b)| a != b)
+    );
 
     // LLVM's own reader takes every entry back out unchanged.
     for a in archs {

@@ -178,3 +178,35 @@ fn validation_refuses_artifacts_for_another_arch() {
     assert!(cubin::read(b"\x7fELF garbage").is_err());
     fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_damaged_cache_entry_is_moved_aside_and_rebuilt_never_used() {
+    let (pins, runner) = toolchain();
+    let dir = temp("damaged");
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let src = repo().join("kernels/probe");
+    let first = build(&runner, &pins, &src, &repo().join("kernels/hip"), &cache);
+    let good: Vec<Vec<u8>> = first.iter().map(|(_, b)| fs::read(&b.path).unwrap()).collect();
+    // One byte flipped in the middle of a cached cubin, as a bad disk or a stray write would.
+    let (victim_job, victim) = first.iter().find(|(j, _)| j.arch == "sm_90").unwrap();
+    let mut bytes = fs::read(&victim.path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    fs::write(&victim.path, &bytes).unwrap();
+
+    let said = std::sync::Mutex::new(Vec::new());
+    let plan = Plan::new(src.clone(), "probe".into(), repo().join("kernels/hip"));
+    let jobs = probe_jobs(&pins, &plan);
+    let results = run_all(&runner, &cache, &jobs, &kiln_build::Options { workers: 2, ..Default::default() }, &|l| said.lock().unwrap().push(l));
+    let again: Vec<_> = results.into_iter().map(|r| r.unwrap()).collect();
+    for ((job, b), want) in jobs.iter().zip(&again).zip(&good) {
+        assert!(&fs::read(&b.path).unwrap() == want, "{job}: the rebuilt output differs from the first build");
+        assert_eq!(b.cached, job.to_string() != victim_job.to_string(), "{job}: only the damaged entry is rebuilt");
+    }
+    let said = said.into_inner().unwrap();
+    let warning = said.iter().find(|l| l.starts_with("warning:")).expect("a warning names the damaged entry");
+    assert!(warning.contains(&victim.key) && warning.contains("damaged") && warning.contains("sha256"), "{warning}");
+    let aside: Vec<_> = fs::read_dir(cache.root().join("damaged")).unwrap().flatten().collect();
+    assert_eq!(aside.len(), 1, "the damaged entry is kept aside, not deleted");
+    fs::remove_dir_all(dir).unwrap();
+}
