@@ -52,6 +52,10 @@ pub struct Outcome {
 pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result<Outcome> {
     let start = std::time::Instant::now();
     let cache = Cache::from_env()?;
+    let (stale, bytes) = cache.remove_stale_scratch()?;
+    if stale > 0 {
+        say(format!("removed {stale} scratch folder(s) of interrupted runs ({:.1} MB) from {}", bytes as f64 / 1e6, cache.tmp().display()));
+    }
     opts.selection.check(pins)?;
     // Before hours of compiling: a --out that is not ours fails now, not at the end.
     output::check(&opts.out)?;

@@ -76,6 +76,40 @@ impl Cache {
     }
 }
 
+impl Cache {
+    /// Removes scratch folders (`tmp/<label>.<pid>.<n>`) whose process is
+    /// gone: what a run killed with SIGKILL left behind. A folder whose pid is
+    /// alive (or any name kiln does not write) is left alone. Returns how many
+    /// folders and bytes were freed.
+    pub fn remove_stale_scratch(&self) -> Result<(usize, u64)> {
+        let Ok(entries) = fs::read_dir(self.tmp()) else { return Ok((0, 0)) };
+        let (mut n, mut bytes) = (0, 0);
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let mut parts = name.rsplitn(3, '.');
+            let (Some(_n), Some(pid), Some(_label)) = (parts.next(), parts.next(), parts.next()) else { continue };
+            let Ok(pid) = pid.parse::<u32>() else { continue };
+            if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            let size = dir_size(&e.path());
+            if fs::remove_dir_all(e.path()).is_ok() {
+                n += 1;
+                bytes += size;
+            }
+        }
+        Ok((n, bytes))
+    }
+}
+
+fn dir_size(p: &Path) -> u64 {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => fs::read_dir(p).map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum()).unwrap_or(0),
+        Ok(m) => m.len(),
+        Err(_) => 0,
+    }
+}
+
 /// Moves a finished `tmp` into place at `dest` unless another process got
 /// there first (then `tmp` is discarded). Readers see a whole entry or none.
 pub fn publish_dir(tmp: &Path, dest: &Path) -> Result<()> {
@@ -89,5 +123,26 @@ pub fn publish_dir(tmp: &Path, dest: &Path) -> Result<()> {
             Ok(())
         }
         Err(e) => Err(e).with_context(|| format!("cannot move {} to {}", tmp.display(), dest.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_scratch_of_dead_runs_is_removed_and_live_or_foreign_folders_kept() {
+        let root = std::env::temp_dir().join(format!("kiln-scratch-{}", std::process::id()));
+        let cache = Cache::at(root.clone()).unwrap();
+        let mine = cache.scratch("job").unwrap();
+        // pid 0 is never a process of ours; /proc/0 does not exist.
+        let dead = cache.tmp().join("job.0.3");
+        fs::create_dir_all(dead.join("sub")).unwrap();
+        fs::write(dead.join("sub/half.o"), vec![0u8; 1000]).unwrap();
+        let foreign = cache.tmp().join("notes");
+        fs::create_dir_all(&foreign).unwrap();
+        assert_eq!(cache.remove_stale_scratch().unwrap(), (1, 1000));
+        assert!(!dead.exists() && mine.exists() && foreign.exists());
+        fs::remove_dir_all(root).unwrap();
     }
 }

@@ -90,10 +90,21 @@ pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Re
     let dir = cache.debs();
     fs::create_dir_all(&dir)?;
     let dest = dir.join(format!("{}.deb", deb.sha256));
-    if dest.exists() {
-        return Ok(dest);
-    }
     let what = format!("{} {} ({})", deb.name, deb.version, deb.file_name());
+    if dest.exists() {
+        // Checked before every use, not only when downloaded: a damaged but
+        // well-formed package would otherwise be unpacked into the toolchain.
+        match sha256_file(&dest) {
+            Ok(actual) if actual == deb.sha256 => return Ok(dest),
+            Ok(actual) => eprintln!(
+                "warning: the cached {what} at {} has sha256 {actual}, not the pinned {}: removed, downloading it again",
+                dest.display(),
+                deb.sha256
+            ),
+            Err(e) => eprintln!("warning: the cached {what} at {} cannot be read ({e:#}): removed, downloading it again", dest.display()),
+        }
+        fs::remove_file(&dest).with_context(|| format!("cannot remove the damaged {}", dest.display()))?;
+    }
     let mut errors = Vec::new();
     for mirror in mirrors {
         let url = format!("{mirror}/{}", deb.path);
