@@ -10,17 +10,15 @@ use crate::{
     plan::{Plan, SourceFile},
 };
 
-fn nvcc_job(
-    plan: &Plan,
-    module: &str,
+/// What one nvcc call makes: for which arch, what kind, into which file.
+struct Output {
     arch: String,
     kind: Kind,
-    output: String,
-    mode: &[&str],
-    flags: &[String],
-    file: &SourceFile,
-    gencodes: Vec<String>,
-) -> Result<Job> {
+    name: String,
+}
+
+fn nvcc_job(plan: &Plan, module: &str, out: Output, mode: &[&str], flags: &[String], file: &SourceFile, gencodes: Vec<String>) -> Result<Job> {
+    let Output { arch, kind, name: output } = out;
     let mut argv = vec!["nvcc".to_string()];
     argv.extend(gencodes);
     argv.extend(mode.iter().map(|s| s.to_string()));
@@ -49,13 +47,15 @@ fn gencode(virt: Sm, real: &str) -> String {
 /// PTX for one virtual arch: the fallback for GPUs no cubin was built for.
 pub fn ptx_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, level: Sm) -> Result<Job> {
     let g = vec![gencode(level, &level.ptx())];
-    nvcc_job(plan, module, level.ptx(), Kind::Ptx, format!("{module}.ptx"), &["--ptx"], &pins.flags.cuda, file, g)
+    let out = Output { arch: level.ptx(), kind: Kind::Ptx, name: format!("{module}.ptx") };
+    nvcc_job(plan, module, out, &["--ptx"], &pins.flags.cuda, file, g)
 }
 
 /// SASS for one sm.
 pub fn cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: Sm) -> Result<Job> {
     let g = vec![gencode(sm, &sm.sass())];
-    nvcc_job(plan, module, sm.sass(), Kind::Cubin, format!("{module}.cubin"), &["--cubin"], &pins.flags.cuda, file, g)
+    let out = Output { arch: sm.sass(), kind: Kind::Cubin, name: format!("{module}.cubin") };
+    nvcc_job(plan, module, out, &["--cubin"], &pins.flags.cuda, file, g)
 }
 
 /// One host object of the static library, with SASS for every pinned sm.
@@ -64,7 +64,15 @@ pub fn object_job(plan: &Plan, pins: &Pins, lib: &str, file: &SourceFile) -> Res
     let stem = file.rel.rsplit('/').next().unwrap().trim_end_matches(".cu").to_string();
     let arch = sms.iter().map(|s| s.sass()).collect::<Vec<_>>().join("+");
     let g = sms.iter().map(|&s| gencode(s, &s.sass())).collect();
-    let mut job = nvcc_job(plan, &format!("{lib}/{stem}"), arch, Kind::Object, format!("{stem}.o"), &["-c"], &pins.flags.cuda_staticlib, file, g)?;
+    let mut job = nvcc_job(
+        plan,
+        &format!("{lib}/{stem}"),
+        Output { arch, kind: Kind::Object, name: format!("{stem}.o") },
+        &["-c"],
+        &pins.flags.cuda_staticlib,
+        file,
+        g,
+    )?;
     job.cost *= sms.len() as u64;
     Ok(job)
 }

@@ -19,6 +19,9 @@ use crate::{
     CRATES_IO_LIMIT,
 };
 
+/// Makes a static library named by the first argument from (member name, object file) pairs.
+pub type Archiver<'a> = dyn Fn(&str, Vec<(String, PathBuf)>) -> Result<PathBuf> + 'a;
+
 /// What the generator reads besides the manifest.
 pub struct Inputs<'a> {
     pub pins: &'a Pins,
@@ -39,7 +42,7 @@ pub struct Inputs<'a> {
     pub kiln_version: &'a str,
     pub repository: &'a str,
     /// Archives objects (name, file) into a static library with the pinned `ar`.
-    pub archive: &'a dyn Fn(&str, Vec<(String, PathBuf)>) -> Result<PathBuf>,
+    pub archive: &'a Archiver<'a>,
 }
 
 /// One generated crate.

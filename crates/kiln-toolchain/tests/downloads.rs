@@ -114,11 +114,11 @@ fn mirrors_are_tried_in_order_but_a_wrong_hash_never_falls_through() {
     let mut damaged = body.clone();
     damaged[0] ^= 1;
     fs::write(&got, &damaged).unwrap();
-    let again = fetch::fetch_deb(&sh, &cache, &[good.clone()], &d).unwrap();
+    let again = fetch::fetch_deb(&sh, &cache, std::slice::from_ref(&good), &d).unwrap();
     assert_eq!(fs::read(&again).unwrap(), body, "the damaged copy was replaced by the pinned bytes");
     // ... and if the mirror now serves other bytes too, it fails closed, leaving nothing cached.
     fs::write(&got, &damaged).unwrap();
-    let err = fetch::fetch_deb(&sh, &cache, &[evil.clone()], &d).unwrap_err();
+    let err = fetch::fetch_deb(&sh, &cache, std::slice::from_ref(&evil), &d).unwrap_err();
     assert!(err.downcast_ref::<HashMismatch>().is_some(), "{err:#}");
     assert!(!got.exists(), "neither the damaged copy nor the mirror's bytes are kept");
 

@@ -113,7 +113,7 @@ mod tests {
     fn damaged_bundles_are_refused_with_the_reason() {
         let err = |b: &[u8]| format!("{:#}", read(b).unwrap_err());
         assert!(err(b"ELF....").contains("no __CLANG_OFFLOAD_BUNDLE__"));
-        assert!(err(&MAGIC[..]).contains("truncated bundle header"));
+        assert!(err(MAGIC).contains("truncated bundle header"));
         let past = bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", 4096, 100)], 4100);
         assert!(err(&past).contains("gfx90a") && err(&past).contains("run past the end"));
         let twice = bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", 200, 8), ("hipv4-amdgcn-amd-amdhsa--gfx90a", 300, 8)], 400);

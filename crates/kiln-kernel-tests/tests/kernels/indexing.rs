@@ -36,11 +36,11 @@ fn left_right(shape: &[usize], dim: usize) -> (usize, usize) {
 fn index_select<I: Elem, E: Elem>(cx: &Ctx) -> anyhow::Result<()> {
     let kernel = format!("is_{}_{}", I::NAME, E::NAME);
     let (lo, hi) = range::<E>();
-    for dim in 0..3 {
+    for (dim, &dim_len) in SHAPE.iter().enumerate() {
         let src = Input::<E>::new(cx, &source_view(), lo, hi)?;
         // More ids than the dim has, repeats included.
         let n_ids = 51;
-        let idx: Vec<I> = ids(cx, n_ids, SHAPE[dim]);
+        let idx: Vec<I> = ids(cx, n_ids, dim_len);
         let ids_t = Tensor::from_vec(idx.clone(), n_ids, &Cpu::Cpu)?;
         let want = values::<E>(&src.tensor.index_select(&ids_t, dim)?)?;
         let (left, right) = left_right(&SHAPE, dim);

@@ -547,13 +547,16 @@ pub fn compare<E: Elem>(what: &str, got: &[E], want: &[E], tol: Tol) -> Result<(
     Ok(())
 }
 
+/// What a test case runs on a device context.
+pub type Body = Arc<dyn Fn(&Ctx) -> Result<()> + Send + Sync>;
+
 /// A test case: a module, a name within it, and its body.
 pub struct Case {
     pub module: &'static str,
     pub name: String,
     /// CUDA only: the PTX path (skipped on HIP, which has no PTX).
     pub cuda_only: bool,
-    pub body: Arc<dyn Fn(&Ctx) -> Result<()> + Send + Sync>,
+    pub body: Body,
 }
 
 pub fn case(module: &'static str, name: impl Into<String>, body: impl Fn(&Ctx) -> Result<()> + Send + Sync + 'static) -> Case {
