@@ -31,7 +31,12 @@ fn build(features: &str) -> (bool, String) {
     let shim = dist().join("crates/src/shim");
     let dir = repo().join("target/candle-consumer").join(features.replace(',', "-"));
     fs::create_dir_all(dir.join("src")).unwrap();
-    let dep = |name: &str| format!("{name} = {{ version = \"=0.11.1\", features = [{}] }}\n", features.split(',').map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", "));
+    let dep = |name: &str| {
+        format!(
+            "{name} = {{ version = \"=0.11.1\", features = [{}] }}\n",
+            features.split(',').map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ")
+        )
+    };
     let toml = format!(
         "[package]\nname = \"candle-consumer\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n[dependencies]\n{}{}{}\n\
          [patch.crates-io]\ncandle-kernels = {{ path = {:?} }}\n\n[workspace]\n",
