@@ -1,0 +1,106 @@
+//! The generated crates refuse damaged payloads at run time, naming what is
+//! damaged: a PTX whose bytes are not the manifest's (`Module::ptx()`), a
+//! cubin (`kiln::bytes`, and the native image `From<ModulePtx> for Ptx` would
+//! hand the driver), a HIP bundle (`Module::hsaco()`), and `hsaco()` with the
+//! `hip` feature off. A real consumer program, built against a copy of the
+//! sources `cargo xtask dist` keeps, with one payload swapped for another
+//! well-formed zstd stream (so only the sha256 check can notice).
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+const PROGRAM: &str = r#"
+use kiln_candle_kernels as k;
+fn main() {
+    let what = std::env::args().nth(1).unwrap();
+    match what.as_str() {
+        "ptx" => println!("{}", k::AFFINE.ptx().len()),
+        "cubin" => match k::kiln::bytes("cuda/sm_90/affine.cubin") {
+            Ok(b) => println!("ok {}", b.len()),
+            Err(e) => println!("error: {e}"),
+        },
+        "hsaco" => println!("{}", k::AFFINE.hsaco().len()),
+        "intact" => println!("{} {}", k::FILL.ptx().len(), k::FILL.hsaco().len()),
+        _ => unreachable!(),
+    }
+}
+"#;
+
+fn consumer(dir: &Path, sources: &Path, features: &str) -> PathBuf {
+    fs::create_dir_all(dir.join("src")).unwrap();
+    fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"payload-consumer\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n[dependencies]\n\
+             kiln-candle-kernels = {{ path = {:?}{features} }}\n\n[workspace]\n",
+            sources.join("main").display().to_string()
+        ),
+    )
+    .unwrap();
+    fs::write(dir.join("src/main.rs"), PROGRAM).unwrap();
+    let out = Command::new("cargo")
+        .args(["build", "--quiet"])
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", repo().join("target/payload-consumer"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    repo().join("target/payload-consumer/debug/payload-consumer")
+}
+
+fn run(exe: &Path, what: &str) -> (bool, String) {
+    // No GPU here: the PTX level falls to compute_80; nothing is loaded.
+    let out = Command::new(exe).arg(what).env_remove("KILN_PTX_ARCH").output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn damaged_payloads_are_refused_naming_the_artifact() {
+    let dist = std::env::var_os("KILN_DIST_DIR").map_or_else(|| repo().join("target/dist"), PathBuf::from);
+    let generated = dist.join("crates/src");
+    assert!(generated.join("main/Cargo.toml").is_file(), "{} has no generated crates: run `cargo xtask dist` first", generated.display());
+    let tmp = std::env::temp_dir().join(format!("kiln-payloads-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    let sources = tmp.join("src");
+    copy_tree(&generated, &sources);
+    // Well-formed zstd, wrong content: another module's payload of the same kind.
+    let swap = |victim: &str, donor: &str| fs::copy(sources.join(donor), sources.join(victim)).unwrap();
+    swap("main/payload/cuda/compute_80/affine.ptx.zst", "main/payload/cuda/compute_80/fill.ptx.zst");
+    swap("parts/sm90/payload/cuda/sm_90/affine.cubin.zst", "parts/sm90/payload/cuda/sm_90/fill.cubin.zst");
+    swap("parts/hip/payload/hip/bundle/affine.hipfb.zst", "parts/hip/payload/hip/bundle/fill.hipfb.zst");
+
+    let exe = consumer(&tmp.join("consumer"), &sources, "");
+    let (ok, out) = run(&exe, "intact");
+    assert!(ok, "untouched modules still load: {out}");
+    for (what, path) in [("ptx", "cuda/compute_80/affine.ptx"), ("cubin", "cuda/sm_90/affine.cubin"), ("hsaco", "hip/bundle/affine.hipfb")] {
+        let (_, out) = run(&exe, what);
+        assert!(out.contains(path) && out.contains("damaged") && out.contains("the manifest says"), "{what}: {out}");
+    }
+    let (ok, _) = run(&exe, "ptx");
+    assert!(!ok, "a damaged PTX must not be returned as text");
+
+    // Without the `hip` feature, hsaco() says which feature it needs.
+    let exe = consumer(&tmp.join("consumer-nohip"), &sources, ", default-features = false, features = [\"sm90\"]");
+    let (ok, out) = run(&exe, "hsaco");
+    assert!(!ok && out.contains("`hip` feature") && out.contains("affine"), "{out}");
+    fs::remove_dir_all(&tmp).ok();
+}
