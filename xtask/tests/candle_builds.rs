@@ -1,6 +1,6 @@
 //! candle itself builds against kiln's candle-kernels drop-in with no nvcc on
 //! the machine: candle-core, candle-nn and candle-transformers 0.11.1 from
-//! crates.io with `--features cuda`, candle-kernels patched to the generated
+//! crates.io with `--features cuda` (and candle-core with `cuda,cudnn,nccl`), candle-kernels patched to the generated
 //! sources that `cargo xtask dist` keeps. A library build (no link step), so
 //! no CUDA library is needed either; cudarc gets its CUDA version from
 //! CUDARC_CUDA_VERSION, as it must on any machine without nvcc.
@@ -27,7 +27,7 @@ fn path_without_gpu_compilers() -> String {
     path.split(':').filter(|d| !["nvcc", "hipcc"].iter().any(|t| Path::new(d).join(t).exists())).collect::<Vec<_>>().join(":")
 }
 
-fn build(features: &str) -> (bool, String) {
+fn build(crates: &[&str], features: &str) -> (bool, String) {
     let shim = dist().join("crates/src/shim");
     let dir = repo().join("target/candle-consumer").join(features.replace(',', "-"));
     fs::create_dir_all(dir.join("src")).unwrap();
@@ -37,16 +37,15 @@ fn build(features: &str) -> (bool, String) {
             features.split(',').map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ")
         )
     };
+    let deps: String = crates.iter().map(|c| dep(c)).collect();
     let toml = format!(
-        "[package]\nname = \"candle-consumer\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n[dependencies]\n{}{}{}\n\
+        "[package]\nname = \"candle-consumer\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n[dependencies]\n{deps}\n\
          [patch.crates-io]\ncandle-kernels = {{ path = {:?} }}\n\n[workspace]\n",
-        dep("candle-core"),
-        dep("candle-nn"),
-        dep("candle-transformers"),
         shim.display().to_string()
     );
     fs::write(dir.join("Cargo.toml"), toml).unwrap();
-    fs::write(dir.join("src/lib.rs"), "pub use candle_core;\npub use candle_nn;\npub use candle_transformers;\n").unwrap();
+    let uses: String = crates.iter().map(|c| format!("pub use {};\n", c.replace('-', "_"))).collect();
+    fs::write(dir.join("src/lib.rs"), uses).unwrap();
     let out = Command::new("cargo")
         .args(["build", "--lib", "--quiet"])
         .current_dir(&dir)
@@ -69,6 +68,9 @@ fn build(features: &str) -> (bool, String) {
 #[test]
 fn candle_core_nn_and_transformers_build_with_cuda_against_the_drop_in() {
     assert!(!Command::new("sh").args(["-c", "command -v nvcc"]).env("PATH", path_without_gpu_compilers()).status().unwrap().success());
-    let (ok, log) = build("cuda");
+    let (ok, log) = build(&["candle-core", "candle-nn", "candle-transformers"], "cuda");
     assert!(ok, "candle 0.11.1 with --features cuda did not build against kiln's drop-in:\n{log}");
+    // cuDNN and NCCL are cudarc features of candle-core with fixed versions: no SDK needed either.
+    let (ok, log) = build(&["candle-core"], "cuda,cudnn,nccl");
+    assert!(ok, "candle-core 0.11.1 with --features cuda,cudnn,nccl did not build against kiln's drop-in:\n{log}");
 }
