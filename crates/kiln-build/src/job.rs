@@ -12,20 +12,7 @@ use crate::scan::Input;
 /// Bump when the meaning of a cache entry changes, to orphan old entries.
 const CACHE_FORMAT: &str = "kiln-cache v1";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Backend {
-    Hip,
-    Cuda,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Hip => "hip",
-            Backend::Cuda => "cuda",
-        }
-    }
-}
+pub use kiln_target::Backend;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {

@@ -45,9 +45,11 @@ pub fn crates(
     let root = &runner.sysroot().root;
     let template = repo.join("crates/kiln-package/template");
     let kiln_manifest = repo.join("crates/kiln-manifest");
+    let kiln_target = repo.join("crates/kiln-target");
     // The generator's own code is an input too: a fix to it must repackage.
     let generator = repo.join("crates/kiln-package/src");
-    let key = cache_key(runner, pins, manifest, &[&template, &kiln_manifest, &generator], &source.path(crate::collect::FFI_DECLARATIONS))?;
+    let key =
+        cache_key(runner, pins, manifest, &[&template, &kiln_manifest, &kiln_target, &generator], &source.path(crate::collect::FFI_DECLARATIONS))?;
     let cached = cache.objects().join("packages").join(&key);
     if cached.join(CRATES_JSON).is_file() {
         copy_tree(&cached, &staged.join(CRATES_DIR))?;
@@ -75,6 +77,7 @@ pub fn crates(
         apache_license: &root.join("usr/share/common-licenses/Apache-2.0"),
         template: &template,
         kiln_manifest: &kiln_manifest,
+        kiln_target: &kiln_target,
         kiln_version,
         repository: "https://github.com/kiln-gpu/kiln",
         archive: &archive,

@@ -14,7 +14,7 @@ use crate::source::ArtifactSource;
 use crate::verify::{check_blob, verify_hash};
 
 /// Opts in to running code objects of ISA-identical siblings (gfx1031 on
-/// gfx1030 code); see `kiln_manifest::HIP_COMPAT` and docs/loader.md.
+/// gfx1030 code); see `compat` in kiln-target's table and docs/loader.md.
 pub const HIP_COMPAT_ENV: &str = "KILN_HIP_ARCH_COMPAT";
 
 /// How the store chooses artifacts.

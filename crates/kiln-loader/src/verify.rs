@@ -7,8 +7,7 @@
 //! sm_90), which the hash cannot see. Drivers given code for another arch fail
 //! with vague errors at best, so the loader names the mismatch itself.
 
-use kiln_manifest::{Artifact, Backend, DeviceArch, Kind, Match, HIP_COMPAT, HIP_GENERIC};
-use sha2::{Digest, Sha256};
+use kiln_manifest::{Artifact, Backend, DeviceArch, Kind, Match};
 
 use crate::error::{Error, Result};
 
@@ -17,67 +16,15 @@ const EM_CUDA: u16 = 190;
 const EM_AMDGPU: u16 = 224;
 const ELFOSABI_AMDGPU_HSA: u8 = 64;
 
-/// `EF_AMDGPU_MACH_*` (the low byte of `e_flags`) by processor, from LLVM's
-/// AMDGPUUsage; the same values as kiln-pins' table, plus the generic targets.
-/// Duplicated so that the runtime loader does not pull in the build-time crates.
-const AMDGPU_MACH: &[(&str, u32)] = &[
-    ("gfx900", 0x2c),
-    ("gfx902", 0x2d),
-    ("gfx904", 0x2e),
-    ("gfx906", 0x2f),
-    ("gfx908", 0x30),
-    ("gfx909", 0x31),
-    ("gfx90c", 0x32),
-    ("gfx1010", 0x33),
-    ("gfx1011", 0x34),
-    ("gfx1012", 0x35),
-    ("gfx1030", 0x36),
-    ("gfx1031", 0x37),
-    ("gfx1032", 0x38),
-    ("gfx1033", 0x39),
-    ("gfx1035", 0x3d),
-    ("gfx1034", 0x3e),
-    ("gfx90a", 0x3f),
-    ("gfx940", 0x40),
-    ("gfx1100", 0x41),
-    ("gfx1013", 0x42),
-    ("gfx1150", 0x43),
-    ("gfx1103", 0x44),
-    ("gfx1036", 0x45),
-    ("gfx1101", 0x46),
-    ("gfx1102", 0x47),
-    ("gfx1200", 0x48),
-    ("gfx1151", 0x4a),
-    ("gfx941", 0x4b),
-    ("gfx942", 0x4c),
-    ("gfx1201", 0x4e),
-    ("gfx950", 0x4f),
-    ("gfx9-generic", 0x51),
-    ("gfx10-1-generic", 0x52),
-    ("gfx10-3-generic", 0x53),
-    ("gfx11-generic", 0x54),
-    ("gfx1152", 0x55),
-    ("gfx1153", 0x58),
-    ("gfx12-generic", 0x59),
-    ("gfx9-4-generic", 0x5f),
-];
-
 fn mach_of(gfx: &str) -> Option<u32> {
-    AMDGPU_MACH.iter().find(|(n, _)| *n == gfx).map(|(_, m)| *m)
+    kiln_target::gfx(gfx).and_then(|g| g.mach)
 }
 
 fn gfx_of(mach: u32) -> Option<&'static str> {
-    AMDGPU_MACH.iter().find(|(_, m)| *m == mach).map(|(n, _)| *n)
+    kiln_target::gfx_by_mach(mach).map(|g| g.name)
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
+pub use kiln_manifest::sha256_hex;
 
 /// The bytes are the ones the manifest recorded.
 pub fn verify_hash(artifact: &Artifact, bytes: &[u8]) -> Result<()> {
@@ -201,8 +148,9 @@ pub fn check_blob(artifact: &Artifact, bytes: &[u8], device: &DeviceArch, matche
                 let found = gfx_of(mach).map(str::to_string).unwrap_or_else(|| format!("machine 0x{mach:02x}"));
                 return Err(bad(format!("the manifest says {} but the code object is for {found}", artifact.arch)));
             }
-            let generic_ok = HIP_GENERIC.iter().any(|(p, g)| p == gfx && *g == artifact.arch);
-            let compat_ok = matched == Match::HipCompat && HIP_COMPAT.iter().any(|(d, s)| d == gfx && *s == artifact.arch);
+            let row = kiln_target::gfx(gfx);
+            let generic_ok = row.is_some_and(|r| r.generic == Some(artifact.arch.as_str()));
+            let compat_ok = matched == Match::HipCompat && row.is_some_and(|r| r.compat == Some(artifact.arch.as_str()));
             if artifact.arch != *gfx && !generic_ok && !compat_ok {
                 return Err(bad(format!(
                     "the code object is for {} and the device is {gfx}: ROCm runs a code object only on its own processor",
@@ -370,17 +318,5 @@ mod tests {
         assert!(check_blob(&artifact(Kind::Hsaco, "gfx90a", &x86), &x86, &dev("gfx90a"), Match::Exact).is_err());
         // HIP code never goes to a CUDA device.
         assert!(check_blob(&artifact(Kind::Hsaco, "gfx90a", &b), &b, &dev("sm_90"), Match::Exact).is_err());
-    }
-
-    #[test]
-    fn mach_table_agrees_with_the_manifest_crate() {
-        for (gfx, generic) in HIP_GENERIC {
-            assert!(mach_of(gfx).is_some(), "{gfx}");
-            assert!(mach_of(generic).is_some(), "{generic}");
-        }
-        let mut machs: Vec<u32> = AMDGPU_MACH.iter().map(|(_, m)| *m).collect();
-        machs.sort();
-        machs.dedup();
-        assert_eq!(machs.len(), AMDGPU_MACH.len(), "a machine value is listed twice");
     }
 }

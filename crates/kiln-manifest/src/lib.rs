@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 mod select;
-pub use select::{ArchError, DeviceArch, Match, SelectError, SelectOptions, Selection, HIP_COMPAT, HIP_GENERIC, KNOWN_GFX};
+pub use select::{ArchError, DeviceArch, Match, SelectError, SelectOptions, Selection};
 
 /// The manifest schema this crate writes and reads.
 pub const SCHEMA: u32 = 1;
@@ -64,11 +64,18 @@ pub struct Targets {
     pub cuda_sass: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    Hip,
-    Cuda,
+pub use kiln_target::Backend;
+
+/// The sha256 of `bytes` as every kiln record writes it (the manifest, the
+/// lock, crates.json, cache entries): 64 lowercase hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(bytes))
+}
+
+/// Lowercase hex of a digest.
+pub fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -162,15 +169,6 @@ impl Manifest {
     /// Every artifact of one module.
     pub fn of_module<'a>(&'a self, module: &'a str) -> impl Iterator<Item = &'a Artifact> + 'a {
         self.artifacts.iter().filter(move |a| a.module == module)
-    }
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Hip => "hip",
-            Backend::Cuda => "cuda",
-        }
     }
 }
 

@@ -12,7 +12,7 @@
 //! HIP: the code object built for the device's exact gfx arch; else one built
 //! for the LLVM generic target of its family (`gfx10-3-generic`), which the
 //! ROCm loader accepts on every member; else, only when the caller opts in,
-//! the code object of an ISA-identical sibling ([`HIP_COMPAT`]); else an error
+//! the code object of an ISA-identical sibling (`compat` in kiln-target's table); else an error
 //! naming the carried archs. A code object for another gfx arch is never
 //! chosen by default: ROCm refuses it, or worse, runs it on hardware whose
 //! registers or hazards differ.
@@ -31,83 +31,10 @@ pub enum DeviceArch {
     Hip { gfx: String },
 }
 
-/// AMD processors a device can report (LLVM's AMDGPU processor list,
-/// concrete processors only: a device never reports a generic target).
-/// A name outside it is refused as unknown rather than reported as "not
-/// carried", so that a typo (`gfx90`) is not mistaken for a real GPU.
-pub const KNOWN_GFX: &[&str] = &[
-    "gfx600", "gfx601", "gfx602", "gfx700", "gfx701", "gfx702", "gfx703", "gfx704", "gfx705", "gfx801", "gfx802", "gfx803", "gfx805", "gfx810",
-    "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940", "gfx941", "gfx942", "gfx950", "gfx1010", "gfx1011",
-    "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
-    "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
-];
-
-/// The LLVM generic target covering each processor (LLVM AMDGPUUsage,
-/// "Generic Processors"; the same map ROCm's runtime uses). A code object
-/// built for the generic target is loaded by ROCm on every listed member.
-pub const HIP_GENERIC: &[(&str, &str)] = &[
-    ("gfx900", "gfx9-generic"),
-    ("gfx902", "gfx9-generic"),
-    ("gfx904", "gfx9-generic"),
-    ("gfx906", "gfx9-generic"),
-    ("gfx909", "gfx9-generic"),
-    ("gfx90c", "gfx9-generic"),
-    ("gfx940", "gfx9-4-generic"),
-    ("gfx941", "gfx9-4-generic"),
-    ("gfx942", "gfx9-4-generic"),
-    ("gfx950", "gfx9-4-generic"),
-    ("gfx1010", "gfx10-1-generic"),
-    ("gfx1011", "gfx10-1-generic"),
-    ("gfx1012", "gfx10-1-generic"),
-    ("gfx1013", "gfx10-1-generic"),
-    ("gfx1030", "gfx10-3-generic"),
-    ("gfx1031", "gfx10-3-generic"),
-    ("gfx1032", "gfx10-3-generic"),
-    ("gfx1033", "gfx10-3-generic"),
-    ("gfx1034", "gfx10-3-generic"),
-    ("gfx1035", "gfx10-3-generic"),
-    ("gfx1036", "gfx10-3-generic"),
-    ("gfx1100", "gfx11-generic"),
-    ("gfx1101", "gfx11-generic"),
-    ("gfx1102", "gfx11-generic"),
-    ("gfx1103", "gfx11-generic"),
-    ("gfx1150", "gfx11-generic"),
-    ("gfx1151", "gfx11-generic"),
-    ("gfx1152", "gfx11-generic"),
-    ("gfx1153", "gfx11-generic"),
-    ("gfx1200", "gfx12-generic"),
-    ("gfx1201", "gfx12-generic"),
-];
-
-/// The opt-in sibling table: device arch → the arch whose code object it may
-/// run, used only with [`SelectOptions::hip_compat`].
-///
-/// Only pairs whose ISA is identical are listed: those whose LLVM generic
-/// target lists "no restrictions" (gfx10-3-generic, gfx12-generic), so code
-/// built for the named sibling uses nothing the device lacks. Left out on
-/// purpose: gfx1101/gfx1102 → gfx1100. gfx11-generic needs hazard workarounds
-/// specific to some members, and gfx1100 has a larger VGPR file than gfx1102,
-/// so code built for gfx1100 exactly is not promised to run on them, however
-/// often `HSA_OVERRIDE_GFX_VERSION=11.0.0` is seen to work.
-///
-/// The ROCm runtime checks the ISA too: it loads a code object only for the
-/// device's own processor (or a generic target covering it). Under
-/// `HSA_OVERRIDE_GFX_VERSION` the device reports the sibling's name and the
-/// exact rule already matches; docs/loader.md says what the opt-in is for.
-pub const HIP_COMPAT: &[(&str, &str)] = &[
-    ("gfx1031", "gfx1030"),
-    ("gfx1032", "gfx1030"),
-    ("gfx1033", "gfx1030"),
-    ("gfx1034", "gfx1030"),
-    ("gfx1035", "gfx1030"),
-    ("gfx1036", "gfx1030"),
-    ("gfx1201", "gfx1200"),
-];
-
 /// How to choose, beyond the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SelectOptions {
-    /// Allow the [`HIP_COMPAT`] siblings. Off unless the user asks.
+    /// Allow the ISA-identical siblings (`compat` in kiln-target's table). Off unless the user asks.
     pub hip_compat: bool,
     /// CUDA: skip cubins and take the best PTX (for measuring the JIT path).
     pub force_ptx: bool,
@@ -210,7 +137,7 @@ fn list(items: &[String]) -> String {
 impl DeviceArch {
     /// Reads `sm_90`, `sm90`, `90`, `9.0`, `120`, `compute_90` (as the
     /// device it names), `gfx90a`, `gfx90a:sramecc+:xnack-`, `amdgcn-amd-amdhsa--gfx90a`.
-    /// Any other text is an [`ArchError`]; an AMD name outside [`KNOWN_GFX`] too.
+    /// Any other text is an [`ArchError`]; an AMD name that no device reports (kiln-target's table) too.
     pub fn parse(input: &str) -> Result<DeviceArch, ArchError> {
         let err = |reason: &str| ArchError { input: input.to_string(), reason: reason.to_string() };
         let s = input.trim();
@@ -295,8 +222,9 @@ fn parse_gfx(s: &str) -> Result<DeviceArch, String> {
             _ => return Err(format!("target feature `{feature}` is not `name+` or `name-`")),
         }
     }
-    if !KNOWN_GFX.contains(&gfx) {
-        return Err(format!("unknown AMD processor `{gfx}`; known: {}", KNOWN_GFX.join(", ")));
+    // A device never reports a generic target; a name outside the table is a typo (`gfx90`), not an uncarried GPU.
+    if !kiln_target::device_gfx().any(|g| g.name == gfx) {
+        return Err(format!("unknown AMD processor `{gfx}`; known: {}", kiln_target::device_gfx().map(|g| g.name).collect::<Vec<_>>().join(", ")));
     }
     Ok(DeviceArch::Hip { gfx: gfx.to_string() })
 }
@@ -378,11 +306,12 @@ impl Manifest {
                 if let Some(a) = of_module.iter().find(|a| a.kind == Kind::Hsaco && &a.arch == gfx) {
                     return Ok(pick(a, Match::Exact));
                 }
-                let generic = HIP_GENERIC.iter().find(|(p, _)| p == gfx).map(|(_, g)| *g);
+                let row = kiln_target::gfx(gfx);
+                let generic = row.and_then(|r| r.generic);
                 if let Some(a) = generic.and_then(|g| of_module.iter().find(|a| a.kind == Kind::Hsaco && a.arch == g)) {
                     return Ok(pick(a, Match::HipGeneric));
                 }
-                let sibling = HIP_COMPAT.iter().find(|(d, _)| d == gfx).map(|(_, s)| *s);
+                let sibling = row.and_then(|r| r.compat);
                 let sibling_artifact = sibling.and_then(|s| of_module.iter().find(|a| a.kind == Kind::Hsaco && a.arch == s));
                 match (sibling_artifact, opts.hip_compat) {
                     (Some(a), true) => Ok(pick(a, Match::HipCompat)),
@@ -604,19 +533,6 @@ mod tests {
         // A CUDA device never gets HIP code, nor the reverse.
         assert!(manifest(vec![art("fill", Kind::Hsaco, "gfx90a")]).select("fill", &arch("sm_90")).is_err());
         assert!(manifest(vec![art("fill", Kind::Ptx, "compute_80")]).select("fill", &arch("gfx90a")).is_err());
-    }
-
-    #[test]
-    fn compat_table_pairs_are_siblings_within_one_generic_family() {
-        for (dev, sib) in HIP_COMPAT {
-            let fam = |g: &str| HIP_GENERIC.iter().find(|(p, _)| *p == g).map(|(_, f)| *f);
-            assert!(fam(dev).is_some() && fam(dev) == fam(sib), "{dev} -> {sib}");
-            assert!(matches!(fam(dev), Some("gfx10-3-generic" | "gfx12-generic")), "{dev}: family with restrictions");
-            assert!(KNOWN_GFX.contains(dev) && KNOWN_GFX.contains(sib));
-        }
-        for (p, _) in HIP_GENERIC {
-            assert!(KNOWN_GFX.contains(p), "{p}");
-        }
     }
 
     #[test]

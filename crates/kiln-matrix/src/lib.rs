@@ -94,26 +94,7 @@ pub struct Tests {
     pub filter: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Backend {
-    Hip,
-    Cuda,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Hip => "hip",
-            Backend::Cuda => "cuda",
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use kiln_target::Backend;
 
 /// The GPU a leg tests on: an AMD ISA or an NVIDIA compute capability (SASS).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use kiln_pins::{HipArch, Sm, Targets, HIP_ARCHS, SM_ARCHS};
+use kiln_pins::{HipArch, Sm, Targets};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
 
 use crate::{Action, Actions, Arch, Backend, Build, Image, Leg, Matrix, MatrixError, Status, Tests, BASE_LABELS, SCHEMA};
@@ -462,7 +462,8 @@ fn arch(cx: &Cx, node: &Node, pins_file: &Path, targets: &Targets) -> Result<Arc
             .at(node, format!("`{s}` is a virtual (PTX) arch; a leg runs on a real GPU"))
             .help("name the GPU's compute capability as sm_XX"));
     } else {
-        let known: Vec<String> = HIP_ARCHS.iter().map(|(n, _)| n.to_string()).chain(SM_ARCHS.iter().map(|n| format!("sm_{n}"))).collect();
+        let known: Vec<String> =
+            kiln_target::buildable_gfx().map(|g| g.name.to_string()).chain(kiln_target::SM.iter().map(|n| format!("sm_{n}"))).collect();
         return Err(cx.at(node, format!("unknown arch `{s}`; known: {}", known.join(", "))));
     };
     let built = match &arch {

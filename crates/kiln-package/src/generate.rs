@@ -37,8 +37,9 @@ pub struct Inputs<'a> {
     pub apache_license: &'a Path,
     /// `crates/kiln-package/template`.
     pub template: &'a Path,
-    /// `crates/kiln-manifest`, packaged alongside (the crates depend on it).
+    /// `crates/kiln-manifest` and `crates/kiln-target`, packaged alongside (the crates depend on them).
     pub kiln_manifest: &'a Path,
+    pub kiln_target: &'a Path,
     pub kiln_version: &'a str,
     pub repository: &'a str,
     /// Archives objects (name, file) into a static library with the pinned `ar`.
@@ -129,19 +130,21 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
         v.join(", ")
     };
 
-    // kiln-manifest, as its own published crate.
-    let km = out.join("kiln-manifest");
+    // kiln-target and kiln-manifest, each as its own published crate, their sources as they are.
     let mut vars = BTreeMap::new();
     vars.insert("VERSION", inp.kiln_version.to_string());
     vars.insert("REPOSITORY", inp.repository.to_string());
-    write(&km.join("Cargo.toml"), fill(&read_t("kiln-manifest/Cargo.toml.in")?, &vars)?)?;
-    for entry in fs::read_dir(inp.kiln_manifest.join("src"))? {
-        let entry = entry?;
-        fs::create_dir_all(km.join("src"))?;
-        fs::copy(entry.path(), km.join("src").join(entry.file_name()))?;
+    for (name, src) in [("kiln-target", inp.kiln_target), ("kiln-manifest", inp.kiln_manifest)] {
+        let dir = out.join(name);
+        write(&dir.join("Cargo.toml"), fill(&read_t(&format!("{name}/Cargo.toml.in"))?, &vars)?)?;
+        fs::create_dir_all(dir.join("src"))?;
+        for entry in fs::read_dir(src.join("src"))? {
+            let entry = entry?;
+            fs::copy(entry.path(), dir.join("src").join(entry.file_name()))?;
+        }
+        licenses(&dir)?;
+        crates.push(Crate { name: name.into(), dir, raw_bytes: 0, payload_bytes: 0 });
     }
-    licenses(&km)?;
-    crates.push(Crate { name: "kiln-manifest".into(), dir: km, raw_bytes: 0, payload_bytes: 0 });
 
     let plan = parts::tables(inp.manifest);
     let link_parts = split_staticlib(inp, out, &main_name, &version, &licenses)?;
@@ -237,7 +240,7 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
     licenses(&shim)?;
     crates.push(Crate { name: pins.candle.crate_name.clone(), dir: shim, raw_bytes: 0, payload_bytes: 0 });
 
-    let mut members: Vec<String> = vec!["\"kiln-manifest\"".into(), "\"main\"".into(), "\"shim\"".into()];
+    let mut members: Vec<String> = vec!["\"kiln-target\"".into(), "\"kiln-manifest\"".into(), "\"main\"".into(), "\"shim\"".into()];
     members.push("\"parts/*\"".into());
     write(
         &out.join("Cargo.toml"),
@@ -414,7 +417,7 @@ fn write_link_part(
 ) -> Result<()> {
     let payload_rel = format!("payload/lib{libname}.a.zst");
     write(&dir.join(&payload_rel), compress::zstd(data)?)?;
-    let sha = kiln_validate_sha(data);
+    let sha = kiln_manifest::sha256_hex(data);
     write(
         &dir.join("src/link.rs"),
         format!(
@@ -453,11 +456,6 @@ fn write_link_part(
         toml = toml.replace("license = \"\"", "license-file = \"LICENSE-NVIDIA\"");
     }
     write(&dir.join("Cargo.toml"), toml)
-}
-
-fn kiln_validate_sha(data: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn cudart_part(inp: &Inputs, out: &Path, main: &str, version: &str, licenses: &dyn Fn(&Path) -> Result<()>) -> Result<Crate> {

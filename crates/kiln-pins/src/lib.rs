@@ -16,7 +16,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-pub use arch::{HipArch, Sm, HIP_ARCHS, SM_ARCHS};
+pub use arch::{HipArch, Sm};
 pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerImage, RustComponent};
 pub use error::PinError;
 

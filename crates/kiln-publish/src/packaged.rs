@@ -9,7 +9,6 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 /// `crates.json`, relative to the dist folder.
 pub const CRATES_JSON: &str = "crates/crates.json";
@@ -53,9 +52,7 @@ impl Packaged {
     }
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use kiln_manifest::sha256_hex;
 
 /// Reads `crates.json` under `dist` and every crate it lists. A file whose
 /// size or sha256 differs from its record is refused (all of them named):

@@ -28,13 +28,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
-pub fn sha256_bytes(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use kiln_manifest::{hex, sha256_hex as sha256_bytes};
 
 /// A downloaded file whose hash is not the pinned one.
 #[derive(Debug)]

@@ -100,7 +100,7 @@ pub fn select(module: &str, device_arch: &str) -> Result<&'static Artifact, Erro
 }
 
 /// Like [`select`]; with `allow_hip_siblings`, an AMD device may use the
-/// code object of an ISA-identical sibling (`kiln_manifest::HIP_COMPAT`).
+/// code object of an ISA-identical sibling (`compat` in kiln-target's table).
 pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) -> Result<&'static Artifact, Error> {
     let arch = kiln_manifest::DeviceArch::parse(device_arch).map_err(|e| Error(e.to_string()))?;
     let opts = kiln_manifest::SelectOptions { hip_compat: allow_hip_siblings, ..Default::default() };

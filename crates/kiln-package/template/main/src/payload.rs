@@ -5,8 +5,6 @@
 
 use std::io::Read;
 
-use sha2::{Digest, Sha256};
-
 /// Every (dist path, zstd bytes) this build carries: the main crate's own
 /// (the PTX) plus those of the part crates whose features are enabled.
 pub(crate) fn tables() -> Vec<&'static [(&'static str, &'static [u8])]> {
@@ -36,7 +34,7 @@ pub(crate) fn verified(path: &str) -> Result<Vec<u8>, String> {
     let Some(artifact) = crate::kiln::manifest().artifacts.iter().find(|a| a.path == path) else {
         return Err(format!("{path} is carried but not in the embedded manifest: this build of {crate_name} is damaged"));
     };
-    let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let sha = kiln_manifest::sha256_hex(&bytes);
     if sha != artifact.sha256 {
         return Err(format!(
             "{path} inflates to bytes with sha256 {sha}, but the manifest says {}: the packaged payload of {crate_name} is damaged \

@@ -1,0 +1,191 @@
+//! Every GPU target kiln knows, in one table per vendor: the only place a GPU
+//! is added. The build side (pins, validation, the test matrix) and the
+//! consumer side (the manifest's selection rules, the loader, the generated
+//! crates) both read it, so this crate depends on serde alone and is
+//! published with the artifact crates.
+//!
+//! Adding a GPU is one row here plus its pin in pins.toml.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Which vendor's stack an artifact or a device belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Hip,
+    Cuda,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Hip => "hip",
+            Backend::Cuda => "cuda",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One AMD processor (or LLVM generic target) as LLVM's AMDGPUUsage names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gfx {
+    pub name: &'static str,
+    /// `EF_AMDGPU_MACH_*`: the low byte of a code object's `e_flags` (LLVM's
+    /// `ELF.h`). `None` for processors kiln cannot build for (pre-GCN5: ROCm
+    /// dropped them), which are listed only so a device reporting one is
+    /// recognised, not called a typo.
+    pub mach: Option<u32>,
+    /// The LLVM generic target covering it ("Generic Processors"), whose code
+    /// objects ROCm loads on every member.
+    pub generic: Option<&'static str>,
+    /// An ISA-identical sibling whose code object it may run, on opt-in only:
+    /// pairs whose generic target lists no restrictions (gfx10-3-generic,
+    /// gfx12-generic). Left out on purpose: gfx1101/gfx1102 → gfx1100
+    /// (gfx11-generic needs member-specific hazard workarounds, and gfx1100
+    /// has a larger VGPR file than gfx1102).
+    pub compat: Option<&'static str>,
+}
+
+impl Gfx {
+    /// An LLVM generic target (`gfx11-generic`): code objects can be built for
+    /// it, but no device reports it.
+    pub fn is_generic(&self) -> bool {
+        self.name.ends_with("-generic")
+    }
+
+    /// Wave64 GCN/CDNA parts versus wave32 RDNA (gfx10+): shuffles and
+    /// reductions written for 32-lane warps behave differently on wave64.
+    pub fn wave64(&self) -> bool {
+        !self.name.starts_with("gfx1")
+    }
+}
+
+const fn row(name: &'static str, mach: u32, generic: Option<&'static str>, compat: Option<&'static str>) -> Gfx {
+    Gfx { name, mach: Some(mach), generic, compat }
+}
+
+const fn old(name: &'static str) -> Gfx {
+    Gfx { name, mach: None, generic: None, compat: None }
+}
+
+const G9: Option<&str> = Some("gfx9-generic");
+const G94: Option<&str> = Some("gfx9-4-generic");
+const G101: Option<&str> = Some("gfx10-1-generic");
+const G103: Option<&str> = Some("gfx10-3-generic");
+const G11: Option<&str> = Some("gfx11-generic");
+const G12: Option<&str> = Some("gfx12-generic");
+
+/// The AMD table.
+pub const GFX: &[Gfx] = &[
+    old("gfx600"),
+    old("gfx601"),
+    old("gfx602"),
+    old("gfx700"),
+    old("gfx701"),
+    old("gfx702"),
+    old("gfx703"),
+    old("gfx704"),
+    old("gfx705"),
+    old("gfx801"),
+    old("gfx802"),
+    old("gfx803"),
+    old("gfx805"),
+    old("gfx810"),
+    row("gfx900", 0x2c, G9, None),
+    row("gfx902", 0x2d, G9, None),
+    row("gfx904", 0x2e, G9, None),
+    row("gfx906", 0x2f, G9, None),
+    row("gfx908", 0x30, None, None),
+    row("gfx909", 0x31, G9, None),
+    row("gfx90a", 0x3f, None, None),
+    row("gfx90c", 0x32, G9, None),
+    row("gfx940", 0x40, G94, None),
+    row("gfx941", 0x4b, G94, None),
+    row("gfx942", 0x4c, G94, None),
+    row("gfx950", 0x4f, G94, None),
+    row("gfx1010", 0x33, G101, None),
+    row("gfx1011", 0x34, G101, None),
+    row("gfx1012", 0x35, G101, None),
+    row("gfx1013", 0x42, G101, None),
+    row("gfx1030", 0x36, G103, None),
+    row("gfx1031", 0x37, G103, Some("gfx1030")),
+    row("gfx1032", 0x38, G103, Some("gfx1030")),
+    row("gfx1033", 0x39, G103, Some("gfx1030")),
+    row("gfx1034", 0x3e, G103, Some("gfx1030")),
+    row("gfx1035", 0x3d, G103, Some("gfx1030")),
+    row("gfx1036", 0x45, G103, Some("gfx1030")),
+    row("gfx1100", 0x41, G11, None),
+    row("gfx1101", 0x46, G11, None),
+    row("gfx1102", 0x47, G11, None),
+    row("gfx1103", 0x44, G11, None),
+    row("gfx1150", 0x43, G11, None),
+    row("gfx1151", 0x4a, G11, None),
+    row("gfx1152", 0x55, G11, None),
+    row("gfx1153", 0x58, G11, None),
+    row("gfx1200", 0x48, G12, None),
+    row("gfx1201", 0x4e, G12, Some("gfx1200")),
+    row("gfx9-generic", 0x51, None, None),
+    row("gfx9-4-generic", 0x5f, None, None),
+    row("gfx10-1-generic", 0x52, None, None),
+    row("gfx10-3-generic", 0x53, None, None),
+    row("gfx11-generic", 0x54, None, None),
+    row("gfx12-generic", 0x59, None, None),
+];
+
+/// The row of `name` (`gfx90a`; target features such as `:xnack-` are not part of a name).
+pub fn gfx(name: &str) -> Option<&'static Gfx> {
+    GFX.iter().find(|g| g.name == name)
+}
+
+/// The row whose code objects carry `mach` in `e_flags`.
+pub fn gfx_by_mach(mach: u32) -> Option<&'static Gfx> {
+    GFX.iter().find(|g| g.mach == Some(mach))
+}
+
+/// Processors a device can report (every concrete row), for telling a real
+/// but uncarried GPU from a typo.
+pub fn device_gfx() -> impl Iterator<Item = &'static Gfx> {
+    GFX.iter().filter(|g| !g.is_generic())
+}
+
+/// Processors kiln can build code objects for (a known ELF machine value).
+pub fn buildable_gfx() -> impl Iterator<Item = &'static Gfx> {
+    GFX.iter().filter(|g| g.mach.is_some())
+}
+
+/// NVIDIA compute capabilities (major*10+minor) kiln may build SASS or PTX
+/// for. CUDA 12 dropped everything below sm_50.
+pub const SM: &[u32] = &[50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_consistent() {
+        for (i, g) in GFX.iter().enumerate() {
+            assert!(GFX[..i].iter().all(|h| h.name != g.name), "{} twice", g.name);
+            if let Some(m) = g.mach {
+                assert!(GFX[..i].iter().all(|h| h.mach != Some(m)), "{} reuses machine 0x{m:x}", g.name);
+            }
+            if let Some(f) = g.generic {
+                assert!(gfx(f).is_some_and(Gfx::is_generic), "{}: {f} is no generic row", g.name);
+            }
+            if let Some(s) = g.compat {
+                let sib = gfx(s).unwrap_or_else(|| panic!("{}: sibling {s} is not a row", g.name));
+                assert_eq!(sib.generic, g.generic, "{} and its sibling {s} must share a family", g.name);
+                assert!(matches!(g.generic, Some("gfx10-3-generic" | "gfx12-generic")), "{}: siblings only where the ISA is identical", g.name);
+            }
+        }
+        assert_eq!(gfx_by_mach(0x3f).map(|g| g.name), Some("gfx90a"));
+        assert!(gfx("gfx90a").unwrap().wave64() && !gfx("gfx1100").unwrap().wave64());
+        assert!(!device_gfx().any(|g| g.is_generic()));
+    }
+}
