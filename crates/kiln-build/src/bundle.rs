@@ -15,6 +15,15 @@
 //!             "hipv4-amdgcn-amd-amdhsa--<gfx>" per code object)
 //! payloads at offsets aligned to 4096, zero-filled between
 //! ```
+//!
+//! Uncompressed on purpose: compressed (`CCOB`) bundles are read only by ROCm
+//! 6.2 and later. ROCm's runtime (clr, via comgr) skips the host entry, takes
+//! the entry whose processor is the device's (xnack/sramecc must match where
+//! the id names them), and fails with `hipErrorNoBinaryForGpu` ("no kernel
+//! image is available for execution on the device") when none is; it reads
+//! only the first 4096 bytes of an in-memory image for the header, which
+//! kiln-validate checks. Newer bundlers write the host id with a trailing
+//! `-`; the runtime ignores host entries either way.
 
 pub const MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
 /// The empty host entry clang writes first (its offset is the first payload's).

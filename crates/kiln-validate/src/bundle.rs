@@ -55,6 +55,11 @@ pub fn read(bytes: &[u8]) -> Result<Vec<Entry>> {
         }
         out.push(Entry { id, offset, size });
     }
+    // ROCm's runtime hands its code-object reader only the first 4096 bytes of
+    // an image that is not backed by a file (clr), so the whole header must fit.
+    if at > 4096 {
+        bail!("the bundle header is {at} bytes; the HIP runtime reads only the first 4096 of an in-memory image");
+    }
     let mut spans: Vec<(u64, u64, &str)> = out.iter().filter(|e| e.size > 0).map(|e| (e.offset, e.offset + e.size, e.id.as_str())).collect();
     spans.sort();
     for w in spans.windows(2) {
@@ -120,6 +125,9 @@ mod tests {
         assert!(err(&twice).contains("appears twice"));
         let overlap = bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", 200, 100), ("hipv4-amdgcn-amd-amdhsa--gfx1030", 250, 100)], 400);
         assert!(err(&overlap).contains("overlap"));
+        let ids: Vec<String> = (0..80).map(|i| format!("hipv4-amdgcn-amd-amdhsa--gfx9{i:02}")).collect();
+        let many: Vec<(&str, u64, u64)> = ids.iter().map(|id| (id.as_str(), 8192, 0)).collect();
+        assert!(err(&bundle(&many, 8192)).contains("only the first 4096"));
         let ok = bundle(&[("host-x86_64-unknown-linux-gnu", 200, 0), ("hipv4-amdgcn-amd-amdhsa--gfx90a", 200, 8)], 208);
         let e = read(&ok).unwrap();
         assert_eq!(e[1].gfx(), Some("gfx90a"));

@@ -64,7 +64,8 @@ pub fn read(bytes: &[u8]) -> Result<Vec<Entry>> {
                 2 => Kind::Elf,
                 k => bail!("unknown fatbin entry kind {k} at offset {e}"),
             };
-            out.push(Entry { kind, sm, compressed: flags & 0x2000 != 0, payload_size: padded });
+            // 0x2000: LZ4, 0x8000: zstd (CUDA 12.8+), per ZLUDA's reading of the format.
+            out.push(Entry { kind, sm, compressed: flags & (0x2000 | 0x8000) != 0, payload_size: padded });
             e += eh as usize + padded as usize;
         }
         at = end;
