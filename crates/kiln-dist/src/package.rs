@@ -10,25 +10,8 @@ use kiln_manifest::Manifest;
 use kiln_package::{cargo, generate};
 use kiln_pins::Pins;
 use kiln_toolchain::{fetch, Cache, Runner};
-use serde::{Deserialize, Serialize};
 
-/// One packaged crate, as `crates.json` lists it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct CrateRecord {
-    pub name: String,
-    pub version: String,
-    pub file: String,
-    pub size: u64,
-    pub sha256: String,
-    /// Artifact bytes carried, before and after zstd.
-    pub raw_bytes: u64,
-    pub payload_bytes: u64,
-}
-
-pub const CRATES_DIR: &str = "crates";
-pub const CRATES_JSON: &str = "crates.json";
-/// The generated workspace the `.crate` files were packaged from.
-pub const SOURCES_DIR: &str = "src";
+pub use kiln_package::record::{CrateRecord, CRATES_DIR, CRATES_JSON, SOURCES_DIR};
 
 #[allow(clippy::too_many_arguments)]
 pub fn crates(

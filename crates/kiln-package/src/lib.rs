@@ -11,6 +11,7 @@ pub mod cargo;
 pub mod compress;
 pub mod generate;
 pub mod parts;
+pub mod record;
 
 /// crates.io refuses larger `.crate` files.
 pub const CRATES_IO_LIMIT: u64 = 10_485_760;

@@ -8,21 +8,15 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
 
 /// `crates.json`, relative to the dist folder.
-pub const CRATES_JSON: &str = "crates/crates.json";
-
-/// One entry of `crates.json` (written by kiln-dist; extra fields ignored).
-#[derive(Clone, Debug, Deserialize)]
-pub struct Record {
-    pub name: String,
-    pub version: String,
-    /// Relative to the dist folder.
-    pub file: String,
-    pub size: u64,
-    pub sha256: String,
+/// `crates.json`, relative to the dist folder.
+pub fn crates_json() -> String {
+    format!("{}/{}", kiln_package::record::CRATES_DIR, kiln_package::record::CRATES_JSON)
 }
+
+/// One entry of `crates.json`, as kiln-dist writes it.
+pub use kiln_package::record::CrateRecord as Record;
 
 /// A `.crate` file, verified against its record, with what cargo put in it.
 #[derive(Clone, Debug)]
@@ -58,7 +52,7 @@ pub use kiln_manifest::sha256_hex;
 /// size or sha256 differs from its record is refused (all of them named):
 /// what was packaged is what gets published, or nothing.
 pub fn load(dist: &Path) -> Result<Vec<Packaged>> {
-    let json_path = dist.join(CRATES_JSON);
+    let json_path = dist.join(crates_json());
     let text = match fs::read_to_string(&json_path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

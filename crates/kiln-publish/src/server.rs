@@ -365,7 +365,15 @@ fn check_metadata(meta: &NewCrate, krate: &[u8]) -> Result<()> {
     for d in &meta.deps {
         semver::VersionReq::parse(&d.version_req).with_context(|| format!("dependency {}: `{}` is not a requirement", d.name, d.version_req))?;
     }
-    let record = Record { name: meta.name.clone(), version: meta.vers.clone(), file: String::new(), size: 0, sha256: String::new() };
+    let record = Record {
+        name: meta.name.clone(),
+        version: meta.vers.clone(),
+        file: String::new(),
+        size: 0,
+        sha256: String::new(),
+        raw_bytes: 0,
+        payload_bytes: 0,
+    };
     packaged::read_package(&record, krate).context("the .crate does not match the metadata")?;
     Ok(())
 }

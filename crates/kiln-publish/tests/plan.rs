@@ -11,10 +11,10 @@ use kiln_publish::{metadata::NewCrate, packaged, plan, server, CRATES_IO_INDEX};
 fn dist() -> PathBuf {
     let dir = std::env::var_os("KILN_DIST_DIR").map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dist"), PathBuf::from);
     assert!(
-        dir.join(packaged::CRATES_JSON).is_file(),
+        dir.join(packaged::crates_json()).is_file(),
         "{} has no {}: run `cargo xtask dist` first (`cargo xtask test` does), or set KILN_DIST_DIR",
         dir.display(),
-        packaged::CRATES_JSON
+        packaged::crates_json()
     );
     dir
 }
