@@ -94,13 +94,9 @@ pub fn run(pins_path: &Path, mut args: Args) -> Result<()> {
 /// rewrites the generated part of the pin file; returns the pins as written.
 pub fn update(path: &Path, pins: &Pins, cache: &Cache) -> Result<Pins> {
     let closures = kiln_container::resolve::resolve(cache, pins, &|l| crate::say(l))?;
-    let text = std::fs::read_to_string(path)?;
-    let new = kiln_pins::with_generated(&text, pins.closure()?, Some(&closures));
-    // A pin file kiln cannot load is never written.
-    let pins = Pins::parse(path, &new).context("the regenerated pin file does not check")?;
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, &new)?;
-    std::fs::rename(&tmp, path)?;
+    let closure = pins.closure()?;
+    let pins = kiln_pins::rewrite(path, |text| kiln_pins::with_generated(text, closure, Some(&closures)))
+        .context("the regenerated pin file does not check")?;
     println!(
         "{}: builder +{} packages, Rust {} ({} archives); rocm {} packages; cuda {} packages",
         path.display(),

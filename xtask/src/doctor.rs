@@ -34,7 +34,7 @@ pub fn run(pins_path: &Path) -> Result<()> {
         Ok(Some(root)) => {
             line(true, "toolchain", format!("{} ({:?}, identity {})", root.root.display(), root.mode, &root.identity[..16]));
             match Runner::new(root) {
-                Ok(runner) => match kiln_dist::compilers::check(&runner, &pins, &Default::default()) {
+                Ok(runner) => match kiln_dist::compilers::check(&runner, &pins) {
                     Ok(t) => {
                         for (what, v) in &t.reported {
                             line(true, what, v.clone());

@@ -23,13 +23,8 @@ pub fn run(path: &Path, action: PinsAction) -> Result<()> {
         PinsAction::Update => {
             let cache = Cache::from_env()?;
             let closure = resolve::resolve(&cache, &pins, &|l| crate::say(l))?;
-            let text = std::fs::read_to_string(path)?;
-            let new = kiln_pins::with_closure(&text, &closure);
-            // Re-read what we are about to write: a pin file kiln cannot load is never written.
-            let updated = kiln_pins::Pins::parse(path, &new).context("the regenerated pin file does not check")?;
-            let tmp = path.with_extension("toml.tmp");
-            std::fs::write(&tmp, &new)?;
-            std::fs::rename(&tmp, path)?;
+            let updated =
+                kiln_pins::rewrite(path, |text| kiln_pins::with_closure(text, &closure)).context("the regenerated pin file does not check")?;
             // The images sit on the toolchain: re-resolve them on the new one, and their Containerfiles.
             if updated.containers.is_some() {
                 let updated = crate::container::update(path, &updated, &cache)?;

@@ -36,7 +36,6 @@ fn nvcc_job(plan: &Plan, module: &str, out: Output, mode: &[&str], flags: &[Stri
         inputs,
         staged: Vec::new(),
         mounts: plan.mounts(),
-        prefix_map: |host, at| vec![format!("-Xcompiler=-ffile-prefix-map={host}={at}")],
     })
 }
 
@@ -93,7 +92,6 @@ pub fn archive_job(plan: &Plan, lib: &str, arch: &str, objects: Vec<(String, std
         inputs: Vec::new(),
         staged: objects,
         mounts: plan.mounts(),
-        prefix_map: |_, _| Vec::new(),
         cost: 1,
     }
 }

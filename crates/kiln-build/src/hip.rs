@@ -54,6 +54,5 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
         inputs,
         staged: Vec::new(),
         mounts: plan.mounts(),
-        prefix_map: |host, at| vec![format!("-ffile-prefix-map={host}={at}")],
     })
 }

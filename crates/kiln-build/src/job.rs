@@ -4,7 +4,7 @@
 use std::{collections::HashMap, fmt, path::PathBuf, sync::Mutex};
 
 use anyhow::Result;
-use kiln_toolchain::{exec::PrefixMap, fetch, Mount};
+use kiln_toolchain::{fetch, Mount};
 use sha2::{Digest, Sha256};
 
 use crate::scan::Input;
@@ -52,7 +52,6 @@ pub struct Job {
     /// Files copied into `/kiln/job/` before the run (e.g. objects for `ar`), by name.
     pub staged: Vec<(String, PathBuf)>,
     pub mounts: Vec<Mount>,
-    pub prefix_map: PrefixMap,
     /// Rough relative cost, to start the longest jobs first.
     pub cost: u64,
 }

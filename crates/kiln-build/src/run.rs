@@ -156,7 +156,7 @@ fn run_one(runner: &Runner, cache: &Cache, store: &Store, hashes: &Hashes, job: 
         }
         let mut mounts = job.mounts.clone();
         mounts.push(Mount { host: dir.clone(), at: "/kiln/job", writable: true });
-        let status = runner.run(&mounts, "/kiln/job", &job.argv, job.prefix_map, &log)?;
+        let status = runner.run(&mounts, "/kiln/job", &job.argv, &log)?;
         if !status.success() {
             bail!("{} exited with {status}", job.argv[0]);
         }

@@ -84,11 +84,6 @@ impl Store {
         publish_dir(job_dir, &dest)?;
         Ok(dest.join(output))
     }
-
-    /// The compiler log kept beside a cached output.
-    pub fn log(&self, key: &str) -> PathBuf {
-        self.entry(key).join("build.log")
-    }
 }
 
 fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {

@@ -2,10 +2,7 @@
 //! the registry's checksum), checked again against the pinned sha256, and
 //! unpacked into the cache. Upstream sources are never copied into the repo.
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-};
+use std::{fs, path::PathBuf};
 
 use anyhow::{bail, Context, Result};
 use kiln_toolchain::{cache::publish_dir, fetch, Cache};
@@ -109,8 +106,5 @@ fn find_in_cargo_cache(name: &str, version: &str) -> Result<PathBuf> {
 impl SourceCrate {
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
-    }
-    pub fn exists(&self, rel: &str) -> bool {
-        Path::new(&self.root).join(rel).is_file()
     }
 }

@@ -10,8 +10,6 @@ use kiln_manifest::{Package, Toolchain};
 use kiln_pins::{PackagePin, Pins};
 use kiln_toolchain::Runner;
 
-use crate::Selection;
-
 /// `1:17.0.6-22+b2` → `17.0.6`; `12.4.131~12.4.1-2` → `12.4.131`: the
 /// upstream version inside a Debian version (no epoch, revision or `~` suffix).
 pub fn upstream_version(debian: &str) -> &str {
@@ -45,7 +43,7 @@ fn mismatch(what: &str, found: &str, pin: &PackagePin) -> anyhow::Error {
 }
 
 /// Checks every compiler against its pin; returns the toolchain's identity for the manifest.
-pub fn check(runner: &Runner, pins: &Pins, _selection: &Selection) -> Result<Toolchain> {
+pub fn check(runner: &Runner, pins: &Pins) -> Result<Toolchain> {
     let t = &pins.toolchain;
     let mut reported = BTreeMap::new();
 

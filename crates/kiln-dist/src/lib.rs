@@ -62,7 +62,7 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
 
     let root = sysroot::provision(&cache, pins, opts.workers, say)?;
     let runner = Runner::new(root)?;
-    let toolchain = compilers::check(&runner, pins, &opts.selection)?;
+    let toolchain = compilers::check(&runner, pins)?;
 
     let c = &pins.candle;
     let source = upstream::fetch_crate(&cache, &c.crate_name, &c.version, &c.sha256, &|l| say(l))?;

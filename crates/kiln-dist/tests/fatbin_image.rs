@@ -49,7 +49,7 @@ impl Work {
     fn run(&self, argv: &[&str]) -> String {
         let mounts = [Mount { host: self.dir.clone(), at: "/kiln/job", writable: true }];
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-        let out = self.runner.command(&mounts, "/kiln/job", &argv, |_, _| Vec::new()).output().unwrap();
+        let out = self.runner.command(&mounts, "/kiln/job", &argv).output().unwrap();
         assert!(out.status.success(), "{argv:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }

@@ -53,7 +53,7 @@ fn bundles_match_clang_offload_bundler_byte_for_byte() {
             "probe.cu".into(),
         ]
         .into();
-        let out = runner.command(&mounts, "/kiln/job", &argv, |_, _| Vec::new()).output().unwrap();
+        let out = runner.command(&mounts, "/kiln/job", &argv).output().unwrap();
         assert!(out.status.success(), "{arch}: {}", String::from_utf8_lossy(&out.stderr));
     }
     let objects: Vec<(&str, Vec<u8>)> = archs.iter().map(|a| (*a, fs::read(dir.join(format!("{a}.hsaco"))).unwrap())).collect();

@@ -10,7 +10,3 @@ pub const LEVEL: i32 = 19;
 pub fn zstd(bytes: &[u8]) -> Result<Vec<u8>> {
     zstd::bulk::compress(bytes, LEVEL).context("zstd compression failed")
 }
-
-pub fn unzstd(bytes: &[u8], capacity: usize) -> Result<Vec<u8>> {
-    zstd::bulk::decompress(bytes, capacity).context("zstd decompression failed")
-}

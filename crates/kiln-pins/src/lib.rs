@@ -207,6 +207,27 @@ pub fn with_closure(text: &str, closure: &Closure) -> String {
     out
 }
 
+/// Rewrites the pin file at `path` as `rewrite` turns its text, atomically
+/// and only if the result still loads: a pin file kiln cannot read is never
+/// written. Returns the pins as written. Both generators of the pin file's
+/// generated part (`pins update`, `container --update`) go through here.
+pub fn rewrite(path: &Path, rewrite: impl FnOnce(&str) -> String) -> Result<Pins, PinError> {
+    let io = |what: &Path, e: std::io::Error| PinError {
+        file: what.to_path_buf(),
+        line: 0,
+        column: 0,
+        message: format!("cannot rewrite the pin file: {e}"),
+        help: None,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let new = rewrite(&text);
+    let pins = Pins::parse(path, &new)?;
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, &new).map_err(|e| io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
+    Ok(pins)
+}
+
 pub(crate) fn quote(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }

@@ -26,11 +26,6 @@ pub struct Mount {
     pub writable: bool,
 }
 
-/// How to tell a compiler that `host` should be written as `at` in its output.
-/// The sandbox mounts every input at its fixed path, so nothing needs
-/// rewriting: kept for the job descriptions that carry one.
-pub type PrefixMap = fn(host: &str, at: &str) -> Vec<String>;
-
 #[derive(Clone, Debug)]
 pub struct Runner {
     sysroot: Sysroot,
@@ -58,7 +53,7 @@ impl Runner {
 
     fn probe(&self) -> Result<()> {
         let out = self
-            .command(&[], "/", &["true".to_string()], |_, _| Vec::new())
+            .command(&[], "/", &["true".to_string()])
             .stdin(Stdio::null())
             .output()
             .with_context(|| format!("cannot start {}", self.bwrap.display()))?;
@@ -87,7 +82,7 @@ impl Runner {
     }
 
     /// The command that runs `argv` with `cwd` (a sandbox path) and `mounts`.
-    pub fn command(&self, mounts: &[Mount], cwd: &str, argv: &[String], _prefix_map: PrefixMap) -> Command {
+    pub fn command(&self, mounts: &[Mount], cwd: &str, argv: &[String]) -> Command {
         let mut c = Command::new(&self.bwrap);
         c.arg("--ro-bind").arg(&self.sysroot.root).arg("/");
         c.args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
@@ -106,18 +101,17 @@ impl Runner {
     }
 
     /// Runs to completion with stdout and stderr going to `log`.
-    pub fn run(&self, mounts: &[Mount], cwd: &str, argv: &[String], prefix_map: PrefixMap, log: &Path) -> Result<ExitStatus> {
+    pub fn run(&self, mounts: &[Mount], cwd: &str, argv: &[String], log: &Path) -> Result<ExitStatus> {
         let out = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         let err = out.try_clone()?;
-        let mut c = self.command(mounts, cwd, argv, prefix_map);
+        let mut c = self.command(mounts, cwd, argv);
         c.stdin(Stdio::null()).stdout(out).stderr(err);
         c.status().with_context(|| format!("cannot start {}", argv[0]))
     }
 
     /// Runs a short command and returns its stdout (for `--version` and such).
     pub fn output(&self, argv: &[String]) -> Result<String> {
-        let out =
-            self.command(&[], "/", argv, |_, _| Vec::new()).stdin(Stdio::null()).output().with_context(|| format!("cannot start {}", argv[0]))?;
+        let out = self.command(&[], "/", argv).stdin(Stdio::null()).output().with_context(|| format!("cannot start {}", argv[0]))?;
         if !out.status.success() {
             anyhow::bail!("`{}` failed: {}", argv.join(" "), String::from_utf8_lossy(&out.stderr).trim());
         }
