@@ -80,6 +80,19 @@ pub enum Task {
         uploaded and checks it (size limit, description, licence texts), uploading nothing. Versions \
         already in the registry with the same sha256 are skipped. docs/consuming.md.")]
     Publish(Publish),
+    /// Inspect kiln's cache ($KILN_CACHE_DIR, default ~/.cache/kiln): sizes, verify, gc.
+    #[command(long_about = "Inspect kiln's cache ($KILN_CACHE_DIR, default ~/.cache/kiln).\n\n\
+        `size` prints the bytes of each area. `verify` checks every compiled entry against the sha256 it \
+        recorded, every download and bundle against the sha256 it is named by, and every cached set of \
+        packaged crates against crates.json; `--repair` removes what is damaged (the next dist rebuilds or \
+        downloads it). `gc` removes scratch folders of interrupted runs, moved-aside damaged entries, failed \
+        jobs' logs, and every entry, download, toolchain and source that no checkout's last full dist used \
+        (each full dist records what it used). dist itself verifies each entry it reads, so none of this is \
+        needed for correctness.")]
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
     /// Serve a sparse cargo registry on loopback (to try publishing and consuming locally).
     Registry {
         #[command(subcommand)]
@@ -112,6 +125,20 @@ pub enum RegistryAction {
         #[arg(long)]
         token: Option<String>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CacheAction {
+    /// Bytes per area of the cache.
+    Size,
+    /// Check every entry and download against its sha256; list what is damaged.
+    Verify {
+        /// Remove the damaged ones.
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Remove what no checkout's last full dist used, and leftovers of interrupted runs.
+    Gc,
 }
 
 #[derive(Subcommand, Debug)]

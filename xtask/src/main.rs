@@ -1,6 +1,7 @@
 //! `cargo xtask`: kiln's command line. One module per task; the pipeline
 //! itself lives in the library crates under crates/ (docs/ARCHITECTURE.md).
 
+mod cache;
 mod ci;
 mod container;
 mod dist;
@@ -42,6 +43,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
         flags::Task::Pins { action } => pins::run(&flags.pins, action),
         flags::Task::Publish(p) => publish::run(p),
         flags::Task::Registry { action } => publish::registry(action),
+        flags::Task::Cache { action } => cache::run(action),
     }
 }
 

@@ -24,6 +24,15 @@ pub enum Lookup {
     Damaged(String),
 }
 
+/// Every key this process found or stored: what the current plan uses
+/// (kiln-dist records it for `cargo xtask cache gc`).
+static TOUCHED: std::sync::Mutex<std::collections::BTreeSet<String>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// The keys [`Store::get`] hit or [`Store::put`] stored in this process.
+pub fn touched_keys() -> Vec<String> {
+    TOUCHED.lock().unwrap().iter().cloned().collect()
+}
+
 #[derive(Clone, Debug)]
 pub struct Store {
     dir: PathBuf,
@@ -34,7 +43,8 @@ impl Store {
         Store { dir: cache.objects() }
     }
 
-    fn entry(&self, key: &str) -> PathBuf {
+    /// Where the entry of `key` lives: `objects/<first two hex digits>/<key>/`.
+    pub fn entry(&self, key: &str) -> PathBuf {
         self.dir.join(&key[..2]).join(key)
     }
 
@@ -54,12 +64,18 @@ impl Store {
         };
         let record = entry.join(SHA256_FILE);
         match fs::read_to_string(&record) {
-            Ok(recorded) if recorded.trim() == actual => Lookup::Hit(path),
+            Ok(recorded) if recorded.trim() == actual => {
+                TOUCHED.lock().unwrap().insert(key.to_string());
+                Lookup::Hit(path)
+            }
             Ok(recorded) => self.damaged(key, format!("{output} has sha256 {actual}, but the entry recorded {}", recorded.trim())),
             // An entry made before hashes were recorded: its hash is recorded
             // now (atomically, beside it) and checked from then on.
             Err(_) => match write_atomic(&record, &actual) {
-                Ok(()) => Lookup::Hit(path),
+                Ok(()) => {
+                    TOUCHED.lock().unwrap().insert(key.to_string());
+                    Lookup::Hit(path)
+                }
                 Err(e) => self.damaged(key, format!("cannot record the sha256 of {output}: {e}")),
             },
         }
@@ -82,6 +98,7 @@ impl Store {
         let dest = self.entry(key);
         // A damaged entry moved aside leaves nothing here; a rebuilt one replaces none.
         publish_dir(job_dir, &dest)?;
+        TOUCHED.lock().unwrap().insert(key.to_string());
         Ok(dest.join(output))
     }
 }

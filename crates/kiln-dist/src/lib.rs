@@ -6,6 +6,7 @@
 //! only when all of that succeeded replaces the dist folder in one step
 //! ([`output`]). [`lock`] compares the result with the committed hashes.
 
+pub mod cache_admin;
 pub mod collect;
 pub mod compilers;
 pub mod lock;
@@ -105,14 +106,31 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
         }
     }
     let staged = output::stage(&opts.out, &manifest, &collected)?;
-    let crates = if opts.package && opts.selection.is_all() {
-        package::crates(&runner, &cache, &plan, pins, &opts.repo, &source, &manifest, &staged.dir, say)?
+    let (crates, package_key) = if opts.package && opts.selection.is_all() {
+        let (records, key) = package::crates(&runner, &cache, &plan, pins, &opts.repo, &source, &manifest, &staged.dir, say)?;
+        (records, Some(key))
     } else {
         if opts.package {
             say("not packaging crates: they need every artifact, and this run built a selection".into());
         }
-        Vec::new()
+        (Vec::new(), None)
     };
     staged.commit(&opts.out)?;
+    if opts.selection.is_all() {
+        // What this checkout's plan uses, for `cargo xtask cache gc`.
+        let name = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let rec = cache_admin::PlanRecord {
+            checkout: opts.repo.canonicalize().unwrap_or_else(|_| opts.repo.clone()),
+            toolchain: runner.sysroot().identity.clone(),
+            sources: vec![name(&source.root)],
+            debs: pins.closure().map(|c| c.debs.iter().map(|d| format!("{}.deb", d.sha256)).collect()).unwrap_or_default(),
+            keys: kiln_build::store::touched_keys(),
+            packages: package_key.into_iter().collect(),
+            bundles: collected.iter().filter(|c| c.artifact.kind == kiln_manifest::Kind::Bundle).map(|c| name(&c.file)).collect(),
+        };
+        if let Err(e) = cache_admin::record(&cache, &rec) {
+            say(format!("warning: cannot record what this dist used for `cargo xtask cache gc`: {e:#}"));
+        }
+    }
     Ok(Outcome { manifest, crates, out: opts.out.clone(), seconds: start.elapsed().as_secs_f64() })
 }

@@ -4,7 +4,7 @@
 
 use std::{fs, io, path::Path};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use kiln_build::{cuda, run_all, upstream::SourceCrate, Plan};
 use kiln_manifest::Manifest;
 use kiln_package::{cargo, generate};
@@ -24,7 +24,7 @@ pub fn crates(
     manifest: &Manifest,
     staged: &Path,
     say: &(dyn Fn(String) + Sync),
-) -> Result<Vec<CrateRecord>> {
+) -> Result<(Vec<CrateRecord>, String)> {
     let root = &runner.sysroot().root;
     let template = repo.join("crates/kiln-package/template");
     let kiln_manifest = repo.join("crates/kiln-manifest");
@@ -35,10 +35,23 @@ pub fn crates(
         cache_key(runner, pins, manifest, &[&template, &kiln_manifest, &kiln_target, &generator], &source.path(crate::collect::FFI_DECLARATIONS))?;
     let cached = cache.objects().join("packages").join(&key);
     if cached.join(CRATES_JSON).is_file() {
-        copy_tree(&cached, &staged.join(CRATES_DIR))?;
-        let records: Vec<CrateRecord> = serde_json::from_str(&fs::read_to_string(cached.join(CRATES_JSON))?)?;
-        say(format!("packaged crates from cache ({} crates)", records.len()));
-        return Ok(records);
+        match verify_cached(&cached) {
+            Ok(records) => {
+                copy_tree(&cached, &staged.join(CRATES_DIR))?;
+                say(format!("packaged crates from cache ({} crates)", records.len()));
+                return Ok((records, key));
+            }
+            Err(e) => {
+                let aside = cache.root().join("damaged").join(format!("packages-{key}.{}", std::process::id()));
+                fs::create_dir_all(aside.parent().unwrap())?;
+                fs::rename(&cached, &aside).with_context(|| format!("cannot move the damaged {} aside", cached.display()))?;
+                say(format!(
+                    "warning: the cached packaged crates {} are damaged ({e:#}); moved to {} and packaging again",
+                    cached.display(),
+                    aside.display()
+                ));
+            }
+        }
     }
     let work = cache.scratch("crates")?;
     let _cleanup = RemoveOnDrop(work.clone());
@@ -98,6 +111,23 @@ pub fn crates(
     let tmp = cache.scratch("packages")?;
     copy_tree(&dest, &tmp)?;
     kiln_toolchain::cache::publish_dir(&tmp, &cached)?;
+    Ok((records, key))
+}
+
+/// Reads a cached packaging result and checks every `.crate` in it against
+/// the sha256 and size its record gives; returns the records.
+pub fn verify_cached(dir: &Path) -> Result<Vec<CrateRecord>> {
+    let json = dir.join(CRATES_JSON);
+    let records: Vec<CrateRecord> = serde_json::from_str(&fs::read_to_string(&json).with_context(|| format!("cannot read {}", json.display()))?)
+        .context("crates.json does not parse")?;
+    for r in &records {
+        let name = r.file.rsplit('/').next().unwrap_or(&r.file);
+        let file = dir.join(name);
+        let sha = fetch::sha256_file(&file)?;
+        if sha != r.sha256 || fs::metadata(&file)?.len() != r.size {
+            bail!("{name} has sha256 {sha}, its record says {}", r.sha256);
+        }
+    }
     Ok(records)
 }
 

@@ -210,3 +210,46 @@ fn a_damaged_cache_entry_is_moved_aside_and_rebuilt_never_used() {
     assert_eq!(aside.len(), 1, "the damaged entry is kept aside, not deleted");
     fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn cache_verify_finds_damage_and_gc_keeps_only_what_a_recorded_plan_uses() {
+    use kiln_dist::cache_admin::{self, PlanRecord};
+    let (pins, runner) = toolchain();
+    let dir = temp("gc");
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
+    let (checked, damaged) = cache_admin::verify(&cache, false).unwrap();
+    assert_eq!((checked, damaged.len()), (built.len(), 0));
+
+    // One flipped byte: listed, naming the entry; --repair removes it.
+    let victim = &built[0].1;
+    let mut bytes = fs::read(&victim.path).unwrap();
+    bytes[10] ^= 1;
+    fs::write(&victim.path, &bytes).unwrap();
+    let (_, damaged) = cache_admin::verify(&cache, false).unwrap();
+    assert_eq!(damaged.len(), 1);
+    assert!(damaged[0].why.contains(&victim.key) && damaged[0].why.contains("sha256"), "{}", damaged[0].why);
+    cache_admin::verify(&cache, true).unwrap();
+    assert!(!victim.path.exists() && cache_admin::verify(&cache, false).unwrap().1.is_empty());
+
+    // gc refuses to guess without a record, but still clears leftovers of dead runs.
+    fs::create_dir_all(cache.tmp().join("job.0.1")).unwrap();
+    fs::create_dir_all(cache.root().join("damaged/x")).unwrap();
+    assert!(format!("{:#}", cache_admin::gc(&cache).unwrap_err()).contains("run a full `cargo xtask dist` first"));
+    assert!(!cache.tmp().join("job.0.1").exists() && !cache.root().join("damaged").exists());
+
+    // With a record keeping one entry, the others go, and only they.
+    let (kept, gone) = (&built[1].1, &built[2].1);
+    let rec = PlanRecord { checkout: repo(), keys: vec![kept.key.clone()], ..Default::default() };
+    cache_admin::record(&cache, &rec).unwrap();
+    let freed = cache_admin::gc(&cache).unwrap();
+    assert!(kept.path.exists() && !gone.path.exists(), "{:?}", freed.items);
+    assert!(freed.bytes() > 0 && freed.items.iter().any(|(what, _)| what.contains(&gone.key)));
+    // A record whose checkout is gone no longer keeps anything.
+    let stale = PlanRecord { checkout: dir.join("deleted-checkout"), keys: vec![kept.key.clone()], ..Default::default() };
+    cache_admin::record(&cache, &stale).unwrap();
+    let freed = cache_admin::gc(&cache).unwrap();
+    assert!(freed.items.iter().any(|(what, _)| what.contains("checkout gone")), "{:?}", freed.items);
+    assert!(kept.path.exists(), "the live record still keeps its entry");
+    fs::remove_dir_all(dir).unwrap();
+}

@@ -1,0 +1,237 @@
+//! `cargo xtask cache`: what is in kiln's cache, whether it is whole, and
+//! removing what no current plan uses. Every full dist records what it used
+//! (`plans/<checkout>.json`: its cache keys, packaged crates, bundles, toolchain,
+//! sources, packages), one record per checkout sharing the cache; `gc` keeps
+//! the union of the records whose checkout still exists and removes the rest.
+//! Only the cache's own areas are touched: kiln created all of it.
+
+use std::{
+    collections::BTreeSet,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use kiln_build::store::{Store, SHA256_FILE};
+use kiln_toolchain::{fetch, Cache};
+use serde::{Deserialize, Serialize};
+
+/// What one checkout's last full dist used.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PlanRecord {
+    pub checkout: PathBuf,
+    pub toolchain: String,
+    /// `sources/` folder names.
+    pub sources: Vec<String>,
+    /// `debs/` file names.
+    pub debs: Vec<String>,
+    /// Object-store keys (compiles, archives).
+    pub keys: Vec<String>,
+    /// `objects/packages/` keys.
+    pub packages: Vec<String>,
+    /// `bundles/` file names.
+    pub bundles: Vec<String>,
+}
+
+fn plans_dir(cache: &Cache) -> PathBuf {
+    cache.root().join("plans")
+}
+
+fn record_path(cache: &Cache, checkout: &Path) -> PathBuf {
+    plans_dir(cache).join(format!("{}.json", &fetch::sha256_bytes(checkout.to_string_lossy().as_bytes())[..16]))
+}
+
+/// Writes this checkout's record (atomically).
+pub fn record(cache: &Cache, rec: &PlanRecord) -> Result<()> {
+    let path = record_path(cache, &rec.checkout);
+    fs::create_dir_all(path.parent().unwrap())?;
+    let tmp = path.with_extension(format!("json.{}", std::process::id()));
+    fs::write(&tmp, serde_json::to_string_pretty(rec)?)?;
+    fs::rename(&tmp, &path)?;
+    Ok(())
+}
+
+fn records(cache: &Cache) -> Result<Vec<(PathBuf, PlanRecord)>> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(plans_dir(cache)) else { return Ok(out) };
+    for e in rd.flatten() {
+        let text = fs::read_to_string(e.path())?;
+        match serde_json::from_str::<PlanRecord>(&text) {
+            Ok(r) => out.push((e.path(), r)),
+            Err(_) => out.push((e.path(), PlanRecord::default())),
+        }
+    }
+    Ok(out)
+}
+
+fn size_of(p: &Path) -> u64 {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => fs::read_dir(p).map(|rd| rd.flatten().map(|e| size_of(&e.path())).sum()).unwrap_or(0),
+        Ok(m) => m.len(),
+        Err(_) => 0,
+    }
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        fs::read_dir(dir).map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Every object-store entry: (key, entry folder).
+fn entries(cache: &Cache) -> Vec<(String, PathBuf)> {
+    let store = Store::new(cache);
+    let mut out = Vec::new();
+    for shard in names(&cache.objects()) {
+        if shard.len() != 2 {
+            continue; // `packages/` and anything else kiln keeps beside the entries
+        }
+        for key in names(&cache.objects().join(&shard)) {
+            out.push((key.clone(), store.entry(&key)));
+        }
+    }
+    out
+}
+
+/// Bytes per area of the cache, largest first.
+pub fn sizes(cache: &Cache) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = names(cache.root()).into_iter().map(|n| (n.clone(), size_of(&cache.root().join(&n)))).collect();
+    v.sort_by_key(|(_, bytes)| std::cmp::Reverse(*bytes));
+    v
+}
+
+/// One damaged thing, and why.
+#[derive(Clone, Debug)]
+pub struct Damage {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// Checks every entry and download against the sha256 it is named by or
+/// recorded with; with `repair`, removes what is damaged. Returns
+/// (items checked, damaged).
+pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
+    let mut checked = 0;
+    let mut damaged = Vec::new();
+    for (key, dir) in entries(cache) {
+        checked += 1;
+        let recorded = fs::read_to_string(dir.join(SHA256_FILE)).ok().map(|s| s.trim().to_string());
+        let outputs: Vec<String> =
+            names(&dir).into_iter().filter(|n| n != SHA256_FILE && n != "recipe.txt" && n != "build.log" && !n.ends_with(".part")).collect();
+        let why = match (recorded, outputs.as_slice()) {
+            (_, []) => Some("the entry holds no output".to_string()),
+            (None, _) => None, // made before hashes were recorded; recorded at its next use
+            (Some(want), [out]) => match fetch::sha256_file(&dir.join(out)) {
+                Ok(h) if h == want => None,
+                Ok(h) => Some(format!("{out} has sha256 {h}, the entry recorded {want}")),
+                Err(e) => Some(format!("{out}: {e:#}")),
+            },
+            (Some(_), many) => Some(format!("more than one output ({})", many.join(", "))),
+        };
+        if let Some(why) = why {
+            damaged.push(Damage { path: dir, why: format!("cache entry {key}: {why}") });
+        }
+    }
+    for (area, ext) in [("debs", ".deb"), ("bundles", ".hipfb")] {
+        let dir = cache.root().join(area);
+        for n in names(&dir) {
+            let Some(want) = n.strip_suffix(ext) else { continue };
+            checked += 1;
+            match fetch::sha256_file(&dir.join(&n)) {
+                Ok(h) if h == want => {}
+                Ok(h) => damaged.push(Damage { path: dir.join(&n), why: format!("{area}/{n} is named by its sha256 but hashes to {h}") }),
+                Err(e) => damaged.push(Damage { path: dir.join(&n), why: format!("{area}/{n}: {e:#}") }),
+            }
+        }
+    }
+    let packages = cache.objects().join("packages");
+    for key in names(&packages) {
+        checked += 1;
+        if let Err(e) = crate::package::verify_cached(&packages.join(&key)) {
+            damaged.push(Damage { path: packages.join(&key), why: format!("packaged crates {key}: {e:#}") });
+        }
+    }
+    if repair {
+        for d in &damaged {
+            let gone = if d.path.is_dir() { fs::remove_dir_all(&d.path) } else { fs::remove_file(&d.path) };
+            gone.with_context(|| format!("cannot remove {}", d.path.display()))?;
+        }
+    }
+    Ok((checked, damaged))
+}
+
+/// What `gc` removed.
+#[derive(Clone, Debug, Default)]
+pub struct Freed {
+    pub items: Vec<(String, u64)>,
+}
+
+impl Freed {
+    fn remove(&mut self, path: PathBuf, label: String) -> Result<()> {
+        let bytes = size_of(&path);
+        let gone = if path.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        gone.with_context(|| format!("cannot remove {}", path.display()))?;
+        self.items.push((label, bytes));
+        Ok(())
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.items.iter().map(|(_, b)| b).sum()
+    }
+}
+
+/// Removes scratch folders of dead runs, moved-aside damaged entries, failed
+/// jobs' logs, and everything no recorded plan uses.
+pub fn gc(cache: &Cache) -> Result<Freed> {
+    let mut freed = Freed::default();
+    let (n, bytes) = cache.remove_stale_scratch()?;
+    if n > 0 {
+        freed.items.push((format!("{n} scratch folder(s) of interrupted runs"), bytes));
+    }
+    let mut remove = |path: PathBuf, label: String| freed.remove(path, label);
+    for area in ["damaged", "failed"] {
+        if cache.root().join(area).exists() {
+            remove(cache.root().join(area), format!("{area}/"))?;
+        }
+    }
+    let mut live = Vec::new();
+    for (path, rec) in records(cache)? {
+        if rec.checkout.as_os_str().is_empty() || !rec.checkout.join("pins.toml").is_file() {
+            remove(path, format!("the plan record of {} (checkout gone)", rec.checkout.display()))?;
+        } else {
+            live.push(rec);
+        }
+    }
+    if live.is_empty() {
+        bail!(
+            "no dist has recorded what it uses in {} yet, so nothing else can be told apart from what is needed: \
+             run a full `cargo xtask dist` first (stale scratch, damaged/ and failed/ were cleaned)",
+            cache.root().display()
+        );
+    }
+    let keep = |f: fn(&PlanRecord) -> &Vec<String>| -> BTreeSet<String> { live.iter().flat_map(|r| f(r).iter().cloned()).collect() };
+    let (keys, packages, bundles, debs, sources) =
+        (keep(|r| &r.keys), keep(|r| &r.packages), keep(|r| &r.bundles), keep(|r| &r.debs), keep(|r| &r.sources));
+    let toolchains: BTreeSet<String> = live.iter().map(|r| r.toolchain.clone()).collect();
+    for (key, dir) in entries(cache) {
+        if !keys.contains(&key) {
+            remove(dir, format!("objects/{}/{key}", &key[..2]))?;
+        }
+    }
+    let areas: [(&str, PathBuf, &BTreeSet<String>); 5] = [
+        ("objects/packages", cache.objects().join("packages"), &packages),
+        ("bundles", cache.root().join("bundles"), &bundles),
+        ("debs", cache.debs(), &debs),
+        ("sources", cache.sources(), &sources),
+        ("toolchains", cache.toolchains(), &toolchains),
+    ];
+    for (label, dir, kept) in areas {
+        for n in names(&dir) {
+            if !kept.contains(&n) {
+                remove(dir.join(&n), format!("{label}/{n}"))?;
+            }
+        }
+    }
+    Ok(freed)
+}

@@ -1,0 +1,45 @@
+//! `cargo xtask cache`: the work is in kiln_dist::cache_admin.
+
+use anyhow::{bail, Result};
+use kiln_dist::cache_admin;
+use kiln_toolchain::Cache;
+
+use crate::flags::CacheAction;
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+pub fn run(action: CacheAction) -> Result<()> {
+    let cache = Cache::from_env()?;
+    match action {
+        CacheAction::Size => {
+            let sizes = cache_admin::sizes(&cache);
+            for (area, bytes) in &sizes {
+                println!("{:>12}  {area}", mb(*bytes));
+            }
+            println!("{:>12}  total in {}", mb(sizes.iter().map(|(_, b)| b).sum()), cache.root().display());
+        }
+        CacheAction::Verify { repair } => {
+            let (checked, damaged) = cache_admin::verify(&cache, repair)?;
+            for d in &damaged {
+                println!("damaged: {} ({})", d.why, d.path.display());
+            }
+            if damaged.is_empty() {
+                println!("{}: {checked} entries and downloads checked, none damaged", cache.root().display());
+            } else if repair {
+                println!("{} of {checked} damaged, removed: the next dist rebuilds or downloads them", damaged.len());
+            } else {
+                bail!("{} of {checked} cache items are damaged; `cargo xtask cache verify --repair` removes them", damaged.len());
+            }
+        }
+        CacheAction::Gc => {
+            let freed = cache_admin::gc(&cache)?;
+            for (what, bytes) in &freed.items {
+                println!("removed {what} ({})", mb(*bytes));
+            }
+            println!("freed {} in {}", mb(freed.bytes()), cache.root().display());
+        }
+    }
+    Ok(())
+}
