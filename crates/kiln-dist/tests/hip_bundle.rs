@@ -11,7 +11,7 @@ use std::{
 };
 
 use kiln_pins::Pins;
-use kiln_toolchain::{sysroot, Cache, Mount, Runner};
+use kiln_toolchain::{sysroot, Cache, Runner};
 
 const BUNDLER: &str = "/usr/lib/llvm-15/bin/clang-offload-bundler";
 
@@ -28,33 +28,16 @@ fn bundles_match_clang_offload_bundler_byte_for_byte() {
     let dir = std::env::temp_dir().join(format!("kiln-hipfb-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
-    fs::copy(repo().join("kernels/probe/probe.cu"), dir.join("probe.cu")).unwrap();
-    let major = pins.toolchain.clang.package.trim_start_matches("clang-").to_string();
-    let mounts =
-        [Mount { host: dir.clone(), at: "/kiln/job", writable: true }, Mount { host: repo().join("kernels/hip"), at: "/kiln/hip", writable: false }];
+    // The probe compiled exactly as dist compiles a module (kiln-build's HIP job), into a scratch cache.
+    let plan = kiln_build::Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip"));
+    let file = plan.file("probe.cu", "the probe").unwrap();
     let archs = ["gfx1030", "gfx90a"];
-    for arch in archs {
-        let argv: Vec<String> = [
-            format!("clang++-{major}"),
-            "-x".into(),
-            "hip".into(),
-            format!("--offload-arch={arch}"),
-            "--cuda-device-only".into(),
-            "--no-gpu-bundle-output".into(),
-            "--rocm-path=/usr".into(),
-            format!("--rocm-device-lib-path=/usr/lib/llvm-{major}/lib/clang/{major}/amdgcn/bitcode"),
-            "-O3".into(),
-            "-std=c++17".into(),
-            "-I/kiln/hip".into(),
-            "-include".into(),
-            "candle_hip_compat.h".into(),
-            "-o".into(),
-            format!("{arch}.hsaco"),
-            "probe.cu".into(),
-        ]
-        .into();
-        let out = runner.command(&mounts, "/kiln/job", &argv).output().unwrap();
-        assert!(out.status.success(), "{arch}: {}", String::from_utf8_lossy(&out.stderr));
+    let jobs: Vec<_> =
+        archs.iter().map(|a| kiln_build::hip::job(&plan, &pins, "probe", &file, &kiln_pins::HipArch::parse(a).unwrap()).unwrap()).collect();
+    let scratch = Cache::at(dir.join("cache")).unwrap();
+    let built = kiln_build::run_all(&runner, &scratch, &jobs, &kiln_build::Options { workers: 2, ..Default::default() }, &|_| {});
+    for (a, b) in archs.iter().zip(built) {
+        fs::copy(b.unwrap_or_else(|f| panic!("{f}")).path, dir.join(format!("{a}.hsaco"))).unwrap();
     }
     let objects: Vec<(&str, Vec<u8>)> = archs.iter().map(|a| (*a, fs::read(dir.join(format!("{a}.hsaco"))).unwrap())).collect();
     let inputs: Vec<(&str, &[u8])> = objects.iter().map(|(a, b)| (*a, b.as_slice())).collect();
