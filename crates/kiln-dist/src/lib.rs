@@ -60,6 +60,10 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     opts.selection.check(pins)?;
     // Before hours of compiling: a --out that is not ours fails now, not at the end.
     output::check(&opts.out)?;
+    let stale = output::remove_stale_siblings(&opts.out);
+    if stale > 0 {
+        say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", opts.out.display()));
+    }
 
     let root = sysroot::provision(&cache, pins, opts.workers, say)?;
     let runner = Runner::new(root)?;
@@ -106,6 +110,7 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
         }
     }
     let staged = output::stage(&opts.out, &manifest, &collected)?;
+    output::failpoint("staged");
     let (crates, package_key) = if opts.package && opts.selection.is_all() {
         let (records, key) = package::crates(&runner, &cache, &plan, pins, &opts.repo, &source, &manifest, &staged.dir, say)?;
         (records, Some(key))

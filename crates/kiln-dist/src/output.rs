@@ -61,9 +61,40 @@ impl Staged {
     /// `out` is still a dist folder (the build may have taken minutes).
     pub fn commit(mut self, out: &Path) -> Result<()> {
         check(out)?;
+        failpoint("before-swap");
         swap_in(&self.dir, out)?;
         self.committed = true;
         Ok(())
+    }
+}
+
+/// Removes what runs killed mid-publish left beside `out`: staging folders
+/// `.<name>.new-<pid>-<n>` (and the previous dist a swap had not yet removed,
+/// which carries the same name after the exchange) whose process is gone.
+/// Returns how many it removed.
+pub fn remove_stale_siblings(out: &Path) -> usize {
+    let (Some(parent), Some(name)) = (out.parent(), out.file_name()) else { return 0 };
+    let prefix = format!(".{}.new-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(parent) else { return 0 };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file.strip_prefix(&prefix) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() && fs::remove_dir_all(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Test hook: `KILN_FAILPOINT=<name>` aborts the process at that point, as a
+/// `kill -9` would (no destructors, nothing cleaned up), so the reliability
+/// tests can stop a dist where timing alone cannot.
+pub fn failpoint(name: &str) {
+    if std::env::var("KILN_FAILPOINT").is_ok_and(|v| v == name) {
+        eprintln!("KILN_FAILPOINT={name}: aborting here");
+        std::process::abort();
     }
 }
 
@@ -88,6 +119,7 @@ fn swap_in(staged: &Path, out: &Path) -> Result<()> {
         return fs::rename(staged, out).with_context(|| format!("cannot move {} to {}", staged.display(), out.display()));
     }
     exchange(staged, out).with_context(|| format!("cannot swap {} into {}", staged.display(), out.display()))?;
+    failpoint("after-swap");
     // `staged` now holds the previous dist folder.
     fs::remove_dir_all(staged).ok();
     Ok(())
