@@ -13,7 +13,7 @@ use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 const SELECTION: &[&str] = &["--module", "affine", "--arch", "sm_90", "--arch", "gfx90a", "--no-package"];
