@@ -162,3 +162,19 @@ fn racing_publishers_leave_one_whole_entry() {
     assert!(text.starts_with("writer "), "{text}");
     assert_eq!(fs::read_dir(cache.tmp()).unwrap().count(), 0, "losers' scratch folders are removed");
 }
+
+#[test]
+fn what_a_download_killed_mid_way_leaves_is_never_taken_for_the_package() {
+    // A `kill -9` during a download leaves `<sha>.part.<pid>` with some of
+    // the bytes and no `<sha>.deb`: the next fetch ignores it and downloads whole.
+    let body = b"the whole package".to_vec();
+    let d = deb(&body);
+    let good = serve(HashMap::from([(format!("/{}", d.path), body.clone())]));
+    let cache = Cache::at(temp("killed")).unwrap();
+    fs::create_dir_all(cache.debs()).unwrap();
+    let dest = cache.debs().join(format!("{}.deb", d.sha256));
+    fs::write(dest.with_extension("part.999999"), &body[..5]).unwrap();
+    let got = fetch::fetch_deb(&Shell::new().unwrap(), &cache, &[good], &d).unwrap();
+    assert_eq!(got, dest);
+    assert_eq!(fs::read(&got).unwrap(), body);
+}
