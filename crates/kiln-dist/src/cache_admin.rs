@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use kiln_build::store::{Store, SHA256_FILE};
-use kiln_toolchain::{fetch, Cache};
+use kiln_toolchain::{cache::dir_size, fetch, Cache};
 use serde::{Deserialize, Serialize};
 
 /// What one checkout's last full dist used.
@@ -64,14 +64,6 @@ fn records(cache: &Cache) -> Result<Vec<(PathBuf, PlanRecord)>> {
     Ok(out)
 }
 
-fn size_of(p: &Path) -> u64 {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => fs::read_dir(p).map(|rd| rd.flatten().map(|e| size_of(&e.path())).sum()).unwrap_or(0),
-        Ok(m) => m.len(),
-        Err(_) => 0,
-    }
-}
-
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =
         fs::read_dir(dir).map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
@@ -96,7 +88,7 @@ fn entries(cache: &Cache) -> Vec<(String, PathBuf)> {
 
 /// Bytes per area of the cache, largest first.
 pub fn sizes(cache: &Cache) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = names(cache.root()).into_iter().map(|n| (n.clone(), size_of(&cache.root().join(&n)))).collect();
+    let mut v: Vec<(String, u64)> = names(cache.root()).into_iter().map(|n| (n.clone(), dir_size(&cache.root().join(&n)))).collect();
     v.sort_by_key(|(_, bytes)| std::cmp::Reverse(*bytes));
     v
 }
@@ -169,7 +161,7 @@ pub struct Freed {
 
 impl Freed {
     fn remove(&mut self, path: PathBuf, label: String) -> Result<()> {
-        let bytes = size_of(&path);
+        let bytes = dir_size(&path);
         let gone = if path.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
         gone.with_context(|| format!("cannot remove {}", path.display()))?;
         self.items.push((label, bytes));

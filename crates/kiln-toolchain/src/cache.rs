@@ -102,7 +102,8 @@ impl Cache {
     }
 }
 
-fn dir_size(p: &Path) -> u64 {
+/// Bytes under `p` (a file's size, or a folder's files' sizes summed; links not followed).
+pub fn dir_size(p: &Path) -> u64 {
     match fs::symlink_metadata(p) {
         Ok(m) if m.is_dir() => fs::read_dir(p).map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum()).unwrap_or(0),
         Ok(m) => m.len(),
