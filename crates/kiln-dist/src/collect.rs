@@ -214,7 +214,9 @@ pub fn hip_bundles(cache: &Cache, pins: &Pins, collected: &[Collected]) -> Resul
             objects.iter().map(|c| fs::read(&c.file).with_context(|| format!("cannot read {}", c.file.display()))).collect::<Result<Vec<_>>>()?;
         let inputs: Vec<(&str, &[u8])> = objects.iter().zip(&bytes).map(|(c, b)| (c.artifact.arch.as_str(), b.as_slice())).collect();
         let bundle = kiln_build::bundle::write(&inputs);
-        kiln_validate::bundle::verify(&bundle, &inputs)
+        // Each entry's e_flags machine value is checked too, from kiln-target's table.
+        let mach = |g: &str| HipArch::parse(g).ok().map(|a| a.mach());
+        kiln_validate::bundle::verify_with(&bundle, &inputs, &mach)
             .with_context(|| format!("the HIP code-object bundle of module {module} does not read back"))?;
         let sha256 = fetch::sha256_bytes(&bundle);
         let file = cache.root().join("bundles").join(format!("{sha256}.hipfb"));
