@@ -92,21 +92,23 @@ fn kill_when(mut cmd: Command, marker: &str, after: Duration) -> String {
     seen
 }
 
+/// A compile long enough to be caught mid-way (binary.cu for sm_90: about 15 s on 2 cores).
+const SLOW: &[&str] = &["--module", "binary", "--arch", "sm_90", "--no-package"];
+
 #[test]
 fn killed_while_compiling_then_rerun_reproduces_the_lock() {
     let s = scratch("compile");
     let cache = cache_at(&s.0.join("cache"));
     let out = s.0.join("dist");
     let mut cmd = xtask(&cache);
-    cmd.arg("dist").args(SELECTION).arg("--out").arg(&out);
-    let seen = kill_when(cmd, "building", Duration::from_millis(800));
+    cmd.arg("dist").args(SLOW).arg("--out").arg(&out);
+    let seen = kill_when(cmd, "building", Duration::from_secs(2));
     assert!(!out.exists(), "a killed first dist published something:\n{seen}");
     let stale = fs::read_dir(cache.join("tmp")).map(|d| d.flatten().count()).unwrap_or(0);
-    let o = dist(&cache, &out, &["--locked"]);
+    assert!(stale > 0, "the compile was killed mid-way, so its scratch folder is still there");
+    let o = xtask(&cache).arg("dist").args(SLOW).arg("--locked").arg("--out").arg(&out).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    if stale > 0 {
-        assert!(text(&o).contains("scratch folder(s) of interrupted runs"), "{}", text(&o));
-    }
+    assert!(text(&o).contains("scratch folder(s) of interrupted runs"), "{}", text(&o));
     assert_eq!(fs::read_dir(cache.join("tmp")).map(|d| d.flatten().count()).unwrap_or(0), 0, "stale scratch left");
     assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
 }
