@@ -77,7 +77,7 @@ impl Hashes {
         if let Some(h) = self.0.lock().unwrap().get(path) {
             return Ok(h.clone());
         }
-        let h = fetch::sha256_file(path)?;
+        let h = crate::store::output_sha256(path)?;
         self.0.lock().unwrap().insert(path.clone(), h.clone());
         Ok(h)
     }
@@ -99,7 +99,19 @@ impl Job {
         Ok(r)
     }
 
+    /// The cache key of a recipe's text.
     pub fn key(recipe: &str) -> String {
         fetch::hex(&Sha256::digest(recipe.as_bytes()))
     }
+}
+
+/// The text the cache key of an in-process step hashes: what its code is
+/// (`recipe`, versioned by whoever writes the step), the toolchain (a step may
+/// run a pinned tool), its output's name and every input it reads.
+pub fn step_recipe(toolchain: &str, recipe: &str, output: &str, staged: &[(String, PathBuf)], hashes: &Hashes) -> Result<String> {
+    let mut r = format!("{CACHE_FORMAT}\ntoolchain {toolchain}\nstep {recipe}\noutput {output}\n");
+    for (name, path) in staged {
+        r.push_str(&format!("staged {name} {}\n", hashes.of(path)?));
+    }
+    Ok(r)
 }

@@ -1,6 +1,6 @@
 //! `cargo xtask cache`: what is in kiln's cache, whether it is whole, and
 //! removing what no current plan uses. Every full dist records what it used
-//! (`plans/<checkout>.json`: its cache keys, packaged crates, bundles, toolchain,
+//! (`plans/<checkout>.json`: its cache keys, packaged crates, toolchain,
 //! sources, packages), one record per checkout sharing the cache; `gc` keeps
 //! the union of the records whose checkout still exists and removes the rest.
 //! Only the cache's own areas are touched: kiln created all of it.
@@ -25,12 +25,10 @@ pub struct PlanRecord {
     pub sources: Vec<String>,
     /// `debs/` file names.
     pub debs: Vec<String>,
-    /// Object-store keys (compiles, archives).
+    /// Object-store keys (compiles, archives, bundles, payloads).
     pub keys: Vec<String>,
     /// `objects/packages/` keys.
     pub packages: Vec<String>,
-    /// `bundles/` file names.
-    pub bundles: Vec<String>,
 }
 
 fn plans_dir(cache: &Cache) -> PathBuf {
@@ -203,8 +201,9 @@ pub fn gc(cache: &Cache) -> Result<Freed> {
         );
     }
     let keep = |f: fn(&PlanRecord) -> &Vec<String>| -> BTreeSet<String> { live.iter().flat_map(|r| f(r).iter().cloned()).collect() };
-    let (keys, packages, bundles, debs, sources) =
-        (keep(|r| &r.keys), keep(|r| &r.packages), keep(|r| &r.bundles), keep(|r| &r.debs), keep(|r| &r.sources));
+    let (keys, packages, debs, sources) = (keep(|r| &r.keys), keep(|r| &r.packages), keep(|r| &r.debs), keep(|r| &r.sources));
+    // HIP bundles were kept in `bundles/` before they became store entries: nothing there is used.
+    let bundles = BTreeSet::new();
     let toolchains: BTreeSet<String> = live.iter().map(|r| r.toolchain.clone()).collect();
     for (key, dir) in entries(cache) {
         if !keys.contains(&key) {

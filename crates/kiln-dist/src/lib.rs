@@ -1,14 +1,17 @@
 //! `cargo xtask dist` as a library: from the pin file to `target/dist/`.
 //!
 //! [`run`] provisions the pinned toolchain and checks it ([`compilers`]),
-//! fetches the kernel sources, selects the jobs ([`select`]), runs them
-//! through kiln-build's cache, reads every output back ([`collect`]), and
-//! only when all of that succeeded replaces the dist folder in one step
+//! fetches the kernel sources, selects the jobs ([`select`]) and makes them
+//! one job graph with the static library, the HIP bundles and the crates'
+//! payloads ([`graph`]), runs it through kiln-build's cache, reads every
+//! output back ([`collect`]), packages the crates ([`package`]), and only
+//! when all of that succeeded replaces the dist folder in one step
 //! ([`output`]). [`lock`] compares the result with the committed hashes.
 
 pub mod cache_admin;
 pub mod collect;
 pub mod compilers;
+pub mod graph;
 pub mod lock;
 pub mod output;
 pub mod package;
@@ -17,7 +20,7 @@ pub mod select;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use kiln_build::{run_all, upstream, Plan};
+use kiln_build::{run_graph, upstream, Plan};
 use kiln_manifest::Manifest;
 use kiln_pins::Pins;
 use kiln_toolchain::{sysroot, Cache, Runner};
@@ -77,29 +80,32 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     }
     let plan = Plan::new(source.root.clone(), format!("{} {}", c.crate_name, c.version), shims);
 
-    let jobs = opts.selection.module_jobs(&plan, pins)?;
-    let objects = if opts.selection.wants_staticlib(pins) { opts.selection.object_jobs(&plan, pins)? } else { Vec::new() };
-    let n_modules = jobs.len();
-    let all: Vec<_> = jobs.into_iter().chain(objects).collect();
+    let package = opts.package && opts.selection.is_all();
+    if opts.package && !package {
+        say("not packaging crates: they need every artifact, and this run builds a selection".into());
+    }
+    let toolchain_files = kiln_package::sources::ToolchainFiles::in_sysroot(&runner.sysroot().root);
+    let g = graph::build(pins, &plan, &opts.selection, package, &toolchain_files)?;
     say(format!(
-        "building {} of {} ({} module jobs, {} static-library objects) with {} workers; cache {}",
+        "building {} of {} ({}) with {} workers; cache {}",
         opts.selection.describe(),
         plan.src_name,
-        n_modules,
-        all.len() - n_modules,
+        g.describe(),
         opts.workers,
         cache.root().display()
     ));
     let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, ..Default::default() };
-    let results = run_all(&runner, &cache, &all, &run_opts, say);
-    let built = collect::successes(&all, results)?;
+    let results = run_graph(&runner, &cache, &g.nodes, &run_opts, say);
+    let built = collect::successes(&g.nodes, results)?;
 
-    let mut collected = collect::artifacts(pins, &built[..n_modules])?;
-    if n_modules < all.len() {
-        collected.push(collect::staticlib(&runner, &cache, &plan, pins, &source, &built[n_modules..], say)?);
+    let modules: Vec<(kiln_build::Job, kiln_build::Built)> = g.modules.iter().map(|&i| (g.job(i).clone(), built[i].clone())).collect();
+    let mut collected = collect::artifacts(pins, &modules)?;
+    if let Some(a) = g.archive {
+        collected.push(collect::staticlib(&source, g.job(a), &built[a])?);
     }
     collect::compare_kernel_sets(pins, &collected)?;
-    let bundles = collect::hip_bundles(&cache, pins, &collected)?;
+    let bundles: Vec<(String, kiln_build::Built)> = g.bundles.iter().map(|(m, i)| (m.clone(), built[*i].clone())).collect();
+    let bundles = collect::hip_bundles(pins, &collected, &bundles)?;
     collected.extend(bundles);
     let manifest = collect::manifest(pins, toolchain, &collected);
 
@@ -111,14 +117,21 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     }
     let staged = output::stage(&opts.out, &manifest, &collected)?;
     output::failpoint("staged");
-    let (crates, package_key) = if opts.package && opts.selection.is_all() {
-        let (records, key) = package::crates(&runner, &cache, &plan, pins, &opts.repo, &source, &manifest, &staged.dir, say)?;
-        (records, Some(key))
-    } else {
-        if opts.package {
-            say("not packaging crates: they need every artifact, and this run built a selection".into());
+    let (crates, package_key) = match &g.package {
+        Some(p) => {
+            let mut artifacts = std::collections::BTreeMap::new();
+            for &(of, payload) in &p.payloads {
+                let path = match g.bundles.iter().find(|(_, i)| *i == of) {
+                    Some((module, _)) => collect::bundle_path(module),
+                    None => collect::dist_path(g.job(of)),
+                };
+                artifacts.insert(path, built[payload].path.clone());
+            }
+            let payloads = package::Payloads { artifacts, slices: built[p.slices].path.clone(), cudart: built[p.cudart].path.clone() };
+            let (records, key) = package::crates(&runner, &cache, pins, &opts.repo, &source, &manifest, &payloads, &staged.dir, say)?;
+            (records, Some(key))
         }
-        (Vec::new(), None)
+        None => (Vec::new(), None),
     };
     staged.commit(&opts.out)?;
     if opts.selection.is_all() {
@@ -131,7 +144,6 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
             debs: pins.closure().map(|c| c.debs.iter().map(|d| format!("{}.deb", d.sha256)).collect()).unwrap_or_default(),
             keys: kiln_build::store::touched_keys(),
             packages: package_key.into_iter().collect(),
-            bundles: collected.iter().filter(|c| c.artifact.kind == kiln_manifest::Kind::Bundle).map(|c| name(&c.file)).collect(),
         };
         if let Err(e) = cache_admin::record(&cache, &rec) {
             say(format!("warning: cannot record what this dist used for `cargo xtask cache gc`: {e:#}"));
