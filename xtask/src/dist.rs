@@ -15,7 +15,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
     let opts = Options {
         repo: root.clone(),
         out: root.join(&f.out),
-        selection: Selection { modules: f.modules, archs: f.archs },
+        selection: Selection::new(f.modules, &f.archs, &pins)?,
         workers: f.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         verbose: f.verbose,
         locked,

@@ -3,16 +3,16 @@
 //! static library's host objects, each carrying a fatbin for every sm.
 
 use anyhow::Result;
-use kiln_pins::{Pins, Sm};
+use kiln_pins::{Pins, Sm, Target};
 
 use crate::{
-    job::{Backend, Job, Kind},
+    job::{Arch, Job, Kind},
     plan::{Plan, SourceFile},
 };
 
 /// What one nvcc call makes: for which arch, what kind, into which file.
 struct Output {
-    arch: String,
+    arch: Arch,
     kind: Kind,
     name: String,
 }
@@ -25,18 +25,7 @@ fn nvcc_job(plan: &Plan, module: &str, out: Output, mode: &[&str], flags: &[Stri
     argv.extend(flags.iter().cloned());
     argv.extend(["-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
     let inputs = plan.scan(file, false)?;
-    Ok(Job {
-        module: module.into(),
-        backend: Backend::Cuda,
-        arch,
-        kind,
-        argv,
-        output,
-        cost: plan.cost(&inputs),
-        inputs,
-        staged: Vec::new(),
-        mounts: plan.mounts(),
-    })
+    Ok(Job { module: module.into(), arch, kind, argv, output, cost: plan.cost(&inputs), inputs, staged: Vec::new(), mounts: plan.mounts() })
 }
 
 fn gencode(virt: Sm, real: &str) -> String {
@@ -46,14 +35,14 @@ fn gencode(virt: Sm, real: &str) -> String {
 /// PTX for one virtual arch: the fallback for GPUs no cubin was built for.
 pub fn ptx_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, level: Sm) -> Result<Job> {
     let g = vec![gencode(level, &level.ptx())];
-    let out = Output { arch: level.ptx(), kind: Kind::Ptx, name: format!("{module}.ptx") };
+    let out = Output { arch: Arch::One(Target::Ptx(level)), kind: Kind::Ptx, name: format!("{module}.ptx") };
     nvcc_job(plan, module, out, &["--ptx"], &pins.flags.cuda, file, g)
 }
 
 /// SASS for one sm.
 pub fn cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: Sm) -> Result<Job> {
     let g = vec![gencode(sm, &sm.sass())];
-    let out = Output { arch: sm.sass(), kind: Kind::Cubin, name: format!("{module}.cubin") };
+    let out = Output { arch: Arch::One(Target::Sass(sm)), kind: Kind::Cubin, name: format!("{module}.cubin") };
     nvcc_job(plan, module, out, &["--cubin"], &pins.flags.cuda, file, g)
 }
 
@@ -61,7 +50,7 @@ pub fn cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: 
 pub fn object_job(plan: &Plan, pins: &Pins, lib: &str, file: &SourceFile) -> Result<Job> {
     let sms = &pins.targets.cuda_sass;
     let stem = file.rel.rsplit('/').next().unwrap().trim_end_matches(".cu").to_string();
-    let arch = sms.iter().map(|s| s.sass()).collect::<Vec<_>>().join("+");
+    let arch = Arch::Fat(sms.clone());
     let g = sms.iter().map(|&s| gencode(s, &s.sass())).collect();
     let mut job = nvcc_job(
         plan,
@@ -78,14 +67,13 @@ pub fn object_job(plan: &Plan, pins: &Pins, lib: &str, file: &SourceFile) -> Res
 
 /// The static library from its objects, in the pinned source order.
 /// `ar`'s D flag zeroes timestamps, uids and modes: the archive depends on content only.
-pub fn archive_job(plan: &Plan, lib: &str, arch: &str, objects: Vec<(String, std::path::PathBuf)>) -> Job {
+pub fn archive_job(plan: &Plan, lib: &str, sms: &[Sm], objects: Vec<(String, std::path::PathBuf)>) -> Job {
     let output = format!("lib{lib}.a");
     let mut argv = vec!["ar".to_string(), "rcsD".into(), format!("/kiln/job/{output}")];
     argv.extend(objects.iter().map(|(name, _)| format!("/kiln/job/{name}")));
     Job {
         module: lib.into(),
-        backend: Backend::Cuda,
-        arch: arch.into(),
+        arch: Arch::Fat(sms.to_vec()),
         kind: Kind::Staticlib,
         argv,
         output,

@@ -4,10 +4,10 @@
 //! force-included ahead of each source, which stays unmodified.
 
 use anyhow::Result;
-use kiln_pins::{HipArch, Pins};
+use kiln_pins::{HipArch, Pins, Target};
 
 use crate::{
-    job::{Backend, Job, Kind},
+    job::{Arch, Job, Kind},
     plan::{Plan, SourceFile},
 };
 
@@ -45,8 +45,7 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
     let inputs = plan.scan(file, true)?;
     Ok(Job {
         module: module.into(),
-        backend: Backend::Hip,
-        arch: arch.to_string(),
+        arch: Arch::One(Target::Hip(arch.clone())),
         kind: Kind::Hsaco,
         argv,
         output,

@@ -12,7 +12,36 @@ use crate::scan::Input;
 /// Bump when the meaning of a cache entry changes, to orphan old entries.
 const CACHE_FORMAT: &str = "kiln-cache v1";
 
+use kiln_pins::{Sm, Target};
 pub use kiln_target::Backend;
+
+/// What a job compiles for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// One target: a module's HSACO, PTX or cubin.
+    One(Target),
+    /// Several sms in one object, and the archive of such objects (the static library).
+    Fat(Vec<Sm>),
+}
+
+impl Arch {
+    pub fn backend(&self) -> Backend {
+        match self {
+            Arch::One(t) => t.backend(),
+            Arch::Fat(_) => Backend::Cuda,
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    /// `gfx90a`, `compute_80`, `sm_90`, or `sm_80+sm_90` for several.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arch::One(t) => t.fmt(f),
+            Arch::Fat(sms) => f.write_str(&sms.iter().map(|s| s.sass()).collect::<Vec<_>>().join("+")),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -39,9 +68,7 @@ impl Kind {
 #[derive(Clone)]
 pub struct Job {
     pub module: String,
-    pub backend: Backend,
-    /// `gfx90a`, `sm_90`, `compute_80`, or several joined by `+` for a multi-arch object.
-    pub arch: String,
+    pub arch: Arch,
     pub kind: Kind,
     /// The command, written against the fixed sandbox paths.
     pub argv: Vec<String>,
@@ -58,7 +85,7 @@ pub struct Job {
 
 impl fmt::Display for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}", self.backend.as_str(), self.arch, self.module)
+        write!(f, "{} {} {}", self.arch.backend(), self.arch, self.module)
     }
 }
 
@@ -84,6 +111,14 @@ impl Hashes {
 }
 
 impl Job {
+    /// The one target of a module's job (`None` for the static library's).
+    pub fn target(&self) -> Option<&Target> {
+        match &self.arch {
+            Arch::One(t) => Some(t),
+            Arch::Fat(_) => None,
+        }
+    }
+
     /// The text the cache key hashes: everything that can change the output.
     pub fn recipe(&self, toolchain: &str, hashes: &Hashes) -> Result<String> {
         let mut r = format!("{CACHE_FORMAT}\ntoolchain {toolchain}\nkind {}\noutput {}\n", self.kind.as_str(), self.output);

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use kiln_pins::Pins;
+use kiln_pins::{Pins, Target};
 use kiln_toolchain::Mount;
 
 use crate::{
@@ -75,25 +75,17 @@ impl Plan {
 }
 
 /// The (module, target) jobs of the pinned modules that `wanted(module,
-/// target)` selects: HSACO per AMD arch, PTX at the floor, a cubin per sm.
-pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &str) -> bool) -> Result<Vec<Job>> {
+/// target)` selects: HSACO per AMD arch, PTX per level, a cubin per sm.
+pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &Target) -> bool) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for module in &pins.candle.modules {
         let file = || plan.file(&format!("src/{module}.cu"), &format!("module `{module}` (pins.toml candle.modules)"));
-        for arch in &pins.targets.hip {
-            if wanted(module, arch.as_str()) {
-                jobs.push(hip::job(plan, pins, module, &file()?, arch)?);
-            }
-        }
-        for &level in &pins.targets.cuda_ptx {
-            if wanted(module, &level.ptx()) {
-                jobs.push(cuda::ptx_job(plan, pins, module, &file()?, level)?);
-            }
-        }
-        for &sm in &pins.targets.cuda_sass {
-            if wanted(module, &sm.sass()) {
-                jobs.push(cuda::cubin_job(plan, pins, module, &file()?, sm)?);
-            }
+        for target in pins.targets.all().into_iter().filter(|t| wanted(module, t)) {
+            jobs.push(match target {
+                Target::Hip(arch) => hip::job(plan, pins, module, &file()?, &arch)?,
+                Target::Ptx(level) => cuda::ptx_job(plan, pins, module, &file()?, level)?,
+                Target::Sass(sm) => cuda::cubin_job(plan, pins, module, &file()?, sm)?,
+            });
         }
     }
     Ok(jobs)

@@ -6,9 +6,9 @@
 use std::{fs, path::PathBuf};
 
 use anyhow::{bail, Context, Result};
-use kiln_build::{upstream::SourceCrate, Built, Failed, Job, Kind, Node};
+use kiln_build::{upstream::SourceCrate, Arch, Built, Failed, Job, Kind, Node};
 use kiln_manifest::{Artifact, Backend, KernelResources, Manifest, Toolchain};
-use kiln_pins::{HipArch, Pins, Sm};
+use kiln_pins::{Pins, Target};
 use kiln_toolchain::fetch;
 use kiln_validate::{
     ar,
@@ -62,11 +62,11 @@ pub fn bundle_path(module: &str) -> String {
     format!("hip/bundle/{module}.hipfb")
 }
 
-fn base(job: &Job, backend: Backend, kind: kiln_manifest::Kind, bytes: &[u8], kernels: Vec<String>) -> Artifact {
+fn base(job: &Job, kind: kiln_manifest::Kind, bytes: &[u8], kernels: Vec<String>) -> Artifact {
     Artifact {
         module: job.module.clone(),
-        backend,
-        arch: job.arch.clone(),
+        backend: job.arch.backend(),
+        arch: job.arch.to_string(),
         kind,
         path: dist_path(job),
         size: bytes.len() as u64,
@@ -96,28 +96,25 @@ pub fn artifacts(pins: &Pins, built: &[(Job, Built)]) -> Result<Vec<Collected>> 
 
 fn describe(pins: &Pins, job: &Job, bytes: &[u8]) -> Result<Artifact> {
     use kiln_manifest::Kind as K;
-    Ok(match job.kind {
-        Kind::Hsaco => {
-            let arch = HipArch::parse(&job.arch).map_err(anyhow::Error::msg)?;
+    Ok(match (job.kind, job.target()) {
+        (Kind::Hsaco, Some(Target::Hip(arch))) => {
             let h = hsaco::check(bytes, arch.as_str(), arch.mach(), pins.targets.code_object_version)?;
-            let mut a = base(job, Backend::Hip, K::Hsaco, bytes, h.kernel_names());
+            let mut a = base(job, K::Hsaco, bytes, h.kernel_names());
             a.resources = h.kernels.into_iter().map(resources).collect();
             a
         }
-        Kind::Ptx => {
-            let sm = Sm::parse_prefixed(&job.arch, "compute_").map_err(anyhow::Error::msg)?;
+        (Kind::Ptx, Some(Target::Ptx(sm))) => {
             let text = std::str::from_utf8(bytes).context("PTX is not UTF-8 text")?;
             let p = ptx::check(text, sm.0)?;
-            let mut a = base(job, Backend::Cuda, K::Ptx, bytes, p.entries);
+            let mut a = base(job, K::Ptx, bytes, p.entries);
             a.ptx_version = Some(p.version);
             a
         }
-        Kind::Cubin => {
-            let sm = Sm::parse_prefixed(&job.arch, "sm_").map_err(anyhow::Error::msg)?;
+        (Kind::Cubin, Some(Target::Sass(sm))) => {
             let c = cubin::check(bytes, sm.0)?;
-            base(job, Backend::Cuda, K::Cubin, bytes, c.kernels)
+            base(job, K::Cubin, bytes, c.kernels)
         }
-        Kind::Object | Kind::Staticlib => unreachable!("handled by staticlib()"),
+        _ => unreachable!("{job}: not a module's job"),
     })
 }
 
@@ -142,7 +139,7 @@ pub const FFI_DECLARATIONS: &str = "src/ffi.rs";
 /// in every object, and every function candle's `ffi` module declares.
 pub fn staticlib(source: &SourceCrate, job: &Job, built: &Built) -> Result<Collected> {
     let lib = &job.module;
-    let arch = &job.arch;
+    let Arch::Fat(sms) = &job.arch else { unreachable!("{job}: not the static library") };
     let bytes = fs::read(&built.path).with_context(|| format!("cannot read {}", built.path.display()))?;
     let decl = source.path(FFI_DECLARATIONS);
     let rust = fs::read_to_string(&decl).with_context(|| format!("cannot read {}", decl.display()))?;
@@ -150,11 +147,11 @@ pub fn staticlib(source: &SourceCrate, job: &Job, built: &Built) -> Result<Colle
     if required.is_empty() {
         bail!("{} declares no extern \"C\" functions: has candle-kernels' ffi module moved?", decl.display());
     }
-    let sms: Vec<u32> = arch.split('+').map(|s| Sm::parse_prefixed(s, "sm_").map(|s| s.0)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
-    let a = ar::check(&bytes, &sms, &required).with_context(|| format!("static library lib{lib}.a ({arch}) failed validation"))?;
+    let levels: Vec<u32> = sms.iter().map(|s| s.0).collect();
+    let a = ar::check(&bytes, &levels, &required).with_context(|| format!("static library lib{lib}.a ({}) failed validation", job.arch))?;
     // The C ABI surface: what a consumer can call (C++ symbols are internal).
     let exported: Vec<String> = a.functions().into_iter().filter(|f| !f.starts_with("_Z")).collect();
-    let artifact = base(job, Backend::Cuda, kiln_manifest::Kind::Staticlib, &bytes, exported);
+    let artifact = base(job, kiln_manifest::Kind::Staticlib, &bytes, exported);
     Ok(Collected { artifact, file: built.path.clone() })
 }
 

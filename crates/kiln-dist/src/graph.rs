@@ -26,7 +26,7 @@ use std::fs;
 use anyhow::{Context, Result};
 use kiln_build::{cuda, Job, Kind, Node, Plan, Step, Work};
 use kiln_package::{compress, slices, sources::ToolchainFiles, PAYLOAD_BUDGET};
-use kiln_pins::{HipArch, Pins};
+use kiln_pins::{HipArch, Pins, Target};
 
 use crate::Selection;
 
@@ -115,14 +115,13 @@ pub fn build<'a>(pins: &'a Pins, plan: &'a Plan, selection: &Selection, package:
     let mut archive = None;
     if selection.wants_staticlib(pins) {
         let jobs = selection.object_jobs(plan, pins)?;
-        let arch = jobs[0].arch.clone();
         let mut inputs = Vec::new();
         for job in jobs {
             inputs.push((nodes.len(), job.output.clone()));
             objects.push(nodes.len());
             nodes.push(Node::command(job));
         }
-        let mut job = cuda::archive_job(plan, &pins.candle.staticlib.name, &arch, Vec::new());
+        let mut job = cuda::archive_job(plan, &pins.candle.staticlib.name, &selection.staticlib_sms(pins), Vec::new());
         job.cost = objects.len() as u64;
         archive = Some(nodes.len());
         nodes.push(Node { work: Work::Command(job), inputs });
@@ -134,7 +133,8 @@ pub fn build<'a>(pins: &'a Pins, plan: &'a Plan, selection: &Selection, package:
     if !archs.is_empty() {
         for module in &pins.candle.modules {
             let hsaco = |arch: &HipArch| {
-                let is = |j: &Job| j.kind == Kind::Hsaco && &j.module == module && j.arch == arch.as_str();
+                let target = Target::Hip(arch.clone());
+                let is = |j: &Job| &j.module == module && j.target() == Some(&target);
                 modules.iter().copied().find(|&i| command(&nodes[i]).is_some_and(is)).map(|i| (i, format!("{arch}.hsaco")))
             };
             let Some(inputs) = archs.iter().map(hsaco).collect::<Option<Vec<_>>>() else { continue };
@@ -203,7 +203,8 @@ fn bundle_step<'a>(module: &str, archs: Vec<String>) -> Step<'a> {
 /// the pinned `ar` in the sandbox and compressed.
 fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
     let main = pins.artifact_crate.name.clone();
-    let ar = cuda::archive_job(plan, "<lib>", "parts", Vec::new()).argv.join(" ");
+    let sms = &pins.targets.cuda_sass;
+    let ar = cuda::archive_job(plan, "<lib>", sms, Vec::new()).argv.join(" ");
     Step {
         label: format!("slices of lib{}.a", pins.candle.staticlib.name),
         output: "slices".into(),
@@ -218,7 +219,7 @@ fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
                 Ok(fs::metadata(&z).with_context(|| format!("{name} was not compressed: {} is missing", z.display()))?.len())
             };
             let archive = |lib: &str, members: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
-                let job = cuda::archive_job(plan, lib, "parts", members);
+                let job = cuda::archive_job(plan, lib, sms, members);
                 let dir = work.join(lib);
                 fs::create_dir_all(&dir)?;
                 for (name, path) in &job.staged {

@@ -3,22 +3,40 @@
 
 use anyhow::{bail, Result};
 use kiln_build::{plan, Job, Kind, Plan};
-use kiln_pins::{Pins, Sm};
+use kiln_pins::{Pins, Sm, Target};
 
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
     /// Module names (`affine`, or the static library's `moe`); empty: all.
     pub modules: Vec<String>,
-    /// Targets (`gfx90a`, `compute_80`, `sm_90`); empty: all pinned ones.
-    pub archs: Vec<String>,
+    /// Pinned targets; empty: all of them.
+    pub archs: Vec<Target>,
 }
 
 impl Selection {
+    /// From `--module` and `--arch` values, refusing names that are not in
+    /// the pin file and listing what is.
+    pub fn new(modules: Vec<String>, archs: &[String], pins: &Pins) -> Result<Selection> {
+        let pinned = pins.targets.all();
+        let known = || pinned.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+        let archs = archs
+            .iter()
+            .map(|a| match Target::parse(a) {
+                Ok(t) if pinned.contains(&t) => Ok(t),
+                _ => bail!("unknown arch `{a}` (--arch); pins.toml [targets] has: {}", known()),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let s = Selection { modules, archs };
+        s.check(pins)?;
+        Ok(s)
+    }
+
     pub fn is_all(&self) -> bool {
         self.modules.is_empty() && self.archs.is_empty()
     }
 
-    /// Refuses names that are not in the pin file, listing what is.
+    /// Refuses module names that are not in the pin file, listing what is,
+    /// and a pair of lists that selects nothing.
     pub fn check(&self, pins: &Pins) -> Result<()> {
         let modules = known_modules(pins);
         for m in &self.modules {
@@ -26,29 +44,24 @@ impl Selection {
                 bail!("unknown module `{m}` (--module); pins.toml has: {}", modules.join(", "));
             }
         }
-        let archs = known_archs(pins);
-        for a in &self.archs {
-            if !archs.contains(a) {
-                bail!("unknown arch `{a}` (--arch); pins.toml [targets] has: {}", archs.join(", "));
-            }
-        }
         if !self.modules.is_empty() && !self.archs.is_empty() && self.module_jobs_possible(pins) == 0 && !self.wants_staticlib(pins) {
-            bail!("--module {} with --arch {} selects nothing to build", self.modules.join(","), self.archs.join(","));
+            let archs: Vec<String> = self.archs.iter().map(|t| t.to_string()).collect();
+            bail!("--module {} with --arch {} selects nothing to build", self.modules.join(","), archs.join(","));
         }
         Ok(())
     }
 
     fn module_jobs_possible(&self, pins: &Pins) -> usize {
         let m = pins.candle.modules.iter().filter(|m| self.module(m)).count();
-        let a = known_archs(pins).iter().filter(|a| self.arch(a) && !a.contains('+')).count();
+        let a = pins.targets.all().iter().filter(|t| self.arch(t)).count();
         m * a
     }
 
     fn module(&self, m: &str) -> bool {
         self.modules.is_empty() || self.modules.iter().any(|x| x == m)
     }
-    fn arch(&self, a: &str) -> bool {
-        self.archs.is_empty() || self.archs.iter().any(|x| x == a)
+    fn arch(&self, t: &Target) -> bool {
+        self.archs.is_empty() || self.archs.contains(t)
     }
 
     pub fn module_jobs(&self, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
@@ -57,7 +70,7 @@ impl Selection {
 
     /// The static library is built with the selected sms (all pinned ones by default).
     pub fn staticlib_sms(&self, pins: &Pins) -> Vec<Sm> {
-        pins.targets.cuda_sass.iter().copied().filter(|s| self.arch(&s.sass())).collect()
+        pins.targets.cuda_sass.iter().copied().filter(|&s| self.arch(&Target::Sass(s))).collect()
     }
 
     pub fn wants_staticlib(&self, pins: &Pins) -> bool {
@@ -72,12 +85,16 @@ impl Selection {
         Ok(jobs)
     }
 
+    fn archs_text(&self) -> String {
+        self.archs.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+    }
+
     pub fn describe(&self) -> String {
         match (self.modules.is_empty(), self.archs.is_empty()) {
             (true, true) => "every module for every pinned target".into(),
             (false, true) => format!("module(s) {} for every pinned target", self.modules.join(", ")),
-            (true, false) => format!("every module for {}", self.archs.join(", ")),
-            (false, false) => format!("module(s) {} for {}", self.modules.join(", "), self.archs.join(", ")),
+            (true, false) => format!("every module for {}", self.archs_text()),
+            (false, false) => format!("module(s) {} for {}", self.modules.join(", "), self.archs_text()),
         }
     }
 }
@@ -85,13 +102,5 @@ impl Selection {
 pub fn known_modules(pins: &Pins) -> Vec<String> {
     let mut v = pins.candle.modules.clone();
     v.push(pins.candle.staticlib.name.clone());
-    v
-}
-
-pub fn known_archs(pins: &Pins) -> Vec<String> {
-    let t = &pins.targets;
-    let mut v: Vec<String> = t.hip.iter().map(|a| a.to_string()).collect();
-    v.extend(t.cuda_ptx.iter().map(|s| s.ptx()));
-    v.extend(t.cuda_sass.iter().map(|s| s.sass()));
     v
 }

@@ -61,3 +61,62 @@ impl Sm {
         format!("compute_{}", self.0)
     }
 }
+
+/// One target kiln builds a module for: an AMD processor (HSACO), a virtual
+/// NVIDIA arch (PTX) or a real one (SASS). Named as in pins.toml and in the
+/// manifest: `gfx90a`, `compute_80`, `sm_90`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    Hip(HipArch),
+    Ptx(Sm),
+    Sass(Sm),
+}
+
+impl Target {
+    /// Parses a target's name, checked against kiln-target's table.
+    pub fn parse(s: &str) -> Result<Target, String> {
+        if s.starts_with("gfx") {
+            HipArch::parse(s).map(Target::Hip)
+        } else if s.starts_with("compute_") {
+            Sm::parse_prefixed(s, "compute_").map(Target::Ptx)
+        } else if s.starts_with("sm_") {
+            Sm::parse_prefixed(s, "sm_").map(Target::Sass)
+        } else {
+            Err(format!("`{s}` is not a target: AMD targets are named gfx..., NVIDIA ones compute_XX (PTX) or sm_XX (SASS)"))
+        }
+    }
+
+    pub fn backend(&self) -> kiln_target::Backend {
+        match self {
+            Target::Hip(_) => kiln_target::Backend::Hip,
+            Target::Ptx(_) | Target::Sass(_) => kiln_target::Backend::Cuda,
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Hip(a) => a.fmt(f),
+            Target::Ptx(s) => f.write_str(&s.ptx()),
+            Target::Sass(s) => f.write_str(&s.sass()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_from_the_names_they_display_as() {
+        for name in ["gfx90a", "gfx1100", "compute_80", "sm_90"] {
+            assert_eq!(Target::parse(name).unwrap().to_string(), name);
+        }
+        assert_eq!(Target::parse("sm_90"), Ok(Target::Sass(Sm(90))));
+        assert_eq!(Target::parse("compute_80").unwrap().backend(), kiln_target::Backend::Cuda);
+        assert!(Target::parse("gfx9999").unwrap_err().contains("known: gfx900"));
+        assert!(Target::parse("sm_91").unwrap_err().contains("sm_90"));
+        assert!(Target::parse("h100").unwrap_err().contains("gfx..."));
+    }
+}

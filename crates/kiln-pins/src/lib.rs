@@ -16,7 +16,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-pub use arch::{HipArch, Sm};
+pub use arch::{HipArch, Sm, Target};
 pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerImage, RustComponent};
 pub use error::PinError;
 
@@ -78,6 +78,14 @@ pub struct Targets {
     /// PTX levels, ascending; the first is the floor every GPU at or above it can JIT.
     pub cuda_ptx: Vec<Sm>,
     pub cuda_sass: Vec<Sm>,
+}
+
+impl Targets {
+    /// Every pinned target, in build order: the AMD archs, the PTX levels, the sms.
+    pub fn all(&self) -> Vec<Target> {
+        let hip = self.hip.iter().cloned().map(Target::Hip);
+        hip.chain(self.cuda_ptx.iter().copied().map(Target::Ptx)).chain(self.cuda_sass.iter().copied().map(Target::Sass)).collect()
+    }
 }
 
 #[derive(Clone, Debug)]
