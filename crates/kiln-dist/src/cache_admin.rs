@@ -112,7 +112,7 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
         let why = match (recorded, outputs.as_slice()) {
             (_, []) => Some("the entry holds no output".to_string()),
             (None, _) => None, // made before hashes were recorded; recorded at its next use
-            (Some(want), [out]) => match fetch::sha256_file(&dir.join(out)) {
+            (Some(want), [out]) => match kiln_build::store::output_sha256(&dir.join(out)) {
                 Ok(h) if h == want => None,
                 Ok(h) => Some(format!("{out} has sha256 {h}, the entry recorded {want}")),
                 Err(e) => Some(format!("{out}: {e:#}")),
