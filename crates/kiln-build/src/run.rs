@@ -31,20 +31,21 @@ pub struct Built {
     pub seconds: f64,
 }
 
-/// A job that failed, or was not run because a job it reads from failed;
-/// with where its log is and the end of it.
+/// A job that failed, with where its log is and the end of it; or one that
+/// was not run because a job it reads from failed (no log; the input's own
+/// failure says why).
 #[derive(Clone, Debug)]
 pub struct Failed {
     pub job: String,
-    /// Empty for a job that was not run.
     pub log: PathBuf,
     pub tail: String,
+    pub not_run: bool,
 }
 
 impl Failed {
-    /// Not run: an input failed (the input's own failure says why).
+    /// Not run: an input failed.
     pub fn skipped(&self) -> bool {
-        self.log.as_os_str().is_empty() && self.tail.starts_with("not run")
+        self.not_run
     }
 }
 
@@ -274,7 +275,12 @@ pub fn run_graph(runner: &Runner, cache: &Cache, nodes: &[Node], opts: &Options,
             for &d in &dependents[i] {
                 if !ok {
                     if st.results[d].is_none() && !done.iter().any(|(j, _)| *j == d) {
-                        let why = Failed { job: nodes[d].to_string(), log: PathBuf::new(), tail: format!("not run: its input {} failed", nodes[i]) };
+                        let why = Failed {
+                            job: nodes[d].to_string(),
+                            log: PathBuf::new(),
+                            tail: format!("not run: its input {} failed", nodes[i]),
+                            not_run: true,
+                        };
                         done.push((d, Err(why)));
                     }
                     continue;
@@ -387,7 +393,7 @@ fn run_node(
     inputs: Vec<(String, PathBuf)>,
     say: &(dyn Fn(String) + Sync),
 ) -> Result<Built, Failed> {
-    let fail = |log: PathBuf, e: anyhow::Error| Failed { job: node.to_string(), log, tail: format!("{e:#}") };
+    let fail = |log: PathBuf, e: anyhow::Error| Failed { job: node.to_string(), log, tail: format!("{e:#}"), not_run: false };
     let (recipe, staged) = recipe(node, &runner.sysroot().identity, hashes, &inputs).map_err(|e| fail(PathBuf::new(), e))?;
     let key = Job::key(&recipe);
     let output = node.output();
