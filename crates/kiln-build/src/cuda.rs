@@ -65,12 +65,14 @@ pub fn object_job(plan: &Plan, pins: &Pins, lib: &str, file: &SourceFile) -> Res
     Ok(job)
 }
 
-/// The static library from its objects, in the pinned source order.
+/// The static library from its objects, named in archive order (the pinned
+/// source order): each must be staged into the job folder under its name,
+/// by the caller (`staged`) or by the graph (the object jobs' outputs).
 /// `ar`'s D flag zeroes timestamps, uids and modes: the archive depends on content only.
-pub fn archive_job(plan: &Plan, lib: &str, sms: &[Sm], objects: Vec<(String, std::path::PathBuf)>) -> Job {
+pub fn archive_job(plan: &Plan, lib: &str, sms: &[Sm], members: &[String]) -> Job {
     let output = format!("lib{lib}.a");
     let mut argv = vec!["ar".to_string(), "rcsD".into(), format!("/kiln/job/{output}")];
-    argv.extend(objects.iter().map(|(name, _)| format!("/kiln/job/{name}")));
+    argv.extend(members.iter().map(|name| format!("/kiln/job/{name}")));
     Job {
         module: lib.into(),
         arch: Arch::Fat(sms.to_vec()),
@@ -78,7 +80,7 @@ pub fn archive_job(plan: &Plan, lib: &str, sms: &[Sm], objects: Vec<(String, std
         argv,
         output,
         inputs: Vec::new(),
-        staged: objects,
+        staged: Vec::new(),
         mounts: plan.mounts(),
         cost: 1,
     }

@@ -116,12 +116,13 @@ pub fn build<'a>(pins: &'a Pins, plan: &'a Plan, selection: &Selection, package:
     if selection.wants_staticlib(pins) {
         let jobs = selection.object_jobs(plan, pins)?;
         let mut inputs = Vec::new();
+        let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
         for job in jobs {
             inputs.push((nodes.len(), job.output.clone()));
             objects.push(nodes.len());
             nodes.push(Node::command(job));
         }
-        let mut job = cuda::archive_job(plan, &pins.candle.staticlib.name, &selection.staticlib_sms(pins), Vec::new());
+        let mut job = cuda::archive_job(plan, &pins.candle.staticlib.name, &selection.staticlib_sms(pins), &members);
         job.cost = objects.len() as u64;
         archive = Some(nodes.len());
         nodes.push(Node { work: Work::Command(job), inputs });
@@ -204,7 +205,7 @@ fn bundle_step<'a>(module: &str, archs: Vec<String>) -> Step<'a> {
 fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
     let main = pins.artifact_crate.name.clone();
     let sms = &pins.targets.cuda_sass;
-    let ar = cuda::archive_job(plan, "<lib>", sms, Vec::new()).argv.join(" ");
+    let ar = cuda::archive_job(plan, "<lib>", sms, &["<members>".to_string()]).argv.join(" ");
     Step {
         label: format!("slices of lib{}.a", pins.candle.staticlib.name),
         output: "slices".into(),
@@ -219,7 +220,9 @@ fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
                 Ok(fs::metadata(&z).with_context(|| format!("{name} was not compressed: {} is missing", z.display()))?.len())
             };
             let archive = |lib: &str, members: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
-                let job = cuda::archive_job(plan, lib, sms, members);
+                let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
+                let mut job = cuda::archive_job(plan, lib, sms, &names);
+                job.staged = members;
                 let dir = work.join(lib);
                 fs::create_dir_all(&dir)?;
                 for (name, path) in &job.staged {
@@ -231,7 +234,7 @@ fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
             let out = io.path("slices");
             fs::create_dir_all(&out)?;
             let made = slices::split(&library, &main, &size, &archive, &out)?;
-            fs::remove_dir_all(&work)?;
+            fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
             io.log(&format!("{} slices: {}", made.len(), made.iter().map(|s| s.lib.as_str()).collect::<Vec<_>>().join(", ")))?;
             Ok(())
         }),

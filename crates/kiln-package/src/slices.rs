@@ -9,7 +9,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use object::read::archive::ArchiveFile;
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +65,9 @@ pub fn split(library: &[u8], main: &str, compressed_size: &dyn Fn(&str, &[u8]) -
         fs::write(&path, data)?;
         sizes.push(compressed_size(&name, data)?);
         objects.push((name, path));
+    }
+    if objects.is_empty() {
+        bail!("the static library has no objects");
     }
     let mut slices = Vec::new();
     for (i, group) in parts::split(&sizes, PAYLOAD_BUDGET * 9 / 10).into_iter().enumerate() {
