@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use kiln_build::{plan, Job, Kind, Plan};
-use kiln_pins::{Pins, Sm};
+use kiln_pins::{Pins, SassBy, Sm};
 
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
@@ -40,7 +40,7 @@ impl Selection {
 
     fn module_jobs_possible(&self, pins: &Pins) -> usize {
         let m = pins.candle.modules.iter().filter(|m| self.module(m)).count();
-        let a = known_archs(pins).iter().filter(|a| self.arch(a) && !a.contains('+')).count();
+        let a = module_archs(pins).iter().filter(|a| self.arch(a)).count();
         m * a
     }
 
@@ -55,19 +55,27 @@ impl Selection {
         plan::module_jobs(plan, pins, &|m, a| self.module(m) && self.arch(a))
     }
 
-    /// The static library is built with the selected sms (all pinned ones by default).
-    pub fn staticlib_sms(&self, pins: &Pins) -> Vec<Sm> {
-        pins.targets.cuda_sass.iter().copied().filter(|s| self.arch(&s.sass())).collect()
+    /// Whether a selected sm's SASS comes from the pinned newer ptxas.
+    pub fn needs_ptxas(&self, pins: &Pins) -> bool {
+        let sms = pins.targets.cuda_sass.iter().filter(|s| self.arch(&s.sass()));
+        pins.candle.modules.iter().any(|m| self.module(m)) && sms.into_iter().any(|&s| matches!(pins.sass_by(s), SassBy::Ptxas { .. }))
+    }
+
+    /// The static library's pinned sms and PTX levels that the selection
+    /// names (all of them by default).
+    pub fn staticlib_targets(&self, pins: &Pins) -> (Vec<Sm>, Vec<Sm>) {
+        let lib = &pins.candle.staticlib;
+        (lib.sass.iter().copied().filter(|s| self.arch(&s.sass())).collect(), lib.ptx.iter().copied().filter(|l| self.arch(&l.ptx())).collect())
     }
 
     pub fn wants_staticlib(&self, pins: &Pins) -> bool {
-        self.module(&pins.candle.staticlib.name) && !self.staticlib_sms(pins).is_empty()
+        let (sass, ptx) = self.staticlib_targets(pins);
+        self.module(&pins.candle.staticlib.name) && !(sass.is_empty() && ptx.is_empty())
     }
 
     pub fn object_jobs(&self, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
-        let mut narrowed = pins.clone();
-        narrowed.targets.cuda_sass = self.staticlib_sms(pins);
-        let jobs = plan::object_jobs(plan, &narrowed)?;
+        let (sass, ptx) = self.staticlib_targets(pins);
+        let jobs = plan::object_jobs(plan, pins, &sass, &ptx)?;
         debug_assert!(jobs.iter().all(|j| j.kind == Kind::Object));
         Ok(jobs)
     }
@@ -88,10 +96,22 @@ pub fn known_modules(pins: &Pins) -> Vec<String> {
     v
 }
 
-pub fn known_archs(pins: &Pins) -> Vec<String> {
+/// The targets the PTX modules are built for.
+fn module_archs(pins: &Pins) -> Vec<String> {
     let t = &pins.targets;
     let mut v: Vec<String> = t.hip.iter().map(|a| a.to_string()).collect();
     v.extend(t.cuda_ptx.iter().map(|s| s.ptx()));
     v.extend(t.cuda_sass.iter().map(|s| s.sass()));
+    v
+}
+
+pub fn known_archs(pins: &Pins) -> Vec<String> {
+    let mut v = module_archs(pins);
+    // The static library's own PTX levels (compute_90) are targets too.
+    for l in &pins.candle.staticlib.ptx {
+        if !v.contains(&l.ptx()) {
+            v.push(l.ptx());
+        }
+    }
     v
 }
