@@ -5,8 +5,8 @@
 #   target/gpu-b/                 as bench/h100-leg.sh wants it, with dist-sm90.tar.xz
 #                                 (manifest.json, cuda/sm_90, compute_70, compute_89, the
 #                                 loader's sm_80/compute_80 fixture)
-#   target/candle-proof/kiln.tar.xz, dropin-load   (bench/candle-proof: build.sh kiln,
-#                                 PROFILE=release; pack.sh kiln; dropin-load.sh)
+#   target/candle-proof/kiln.tar.xz, dropin-load, libptx   (bench/candle-proof: build.sh kiln,
+#                                 PROFILE=release; pack.sh kiln; dropin-load.sh; dropin-load.sh libptx)
 # Results: $OUT/issue13-<steps>.tgz holding
 #   gpu.txt
 #   dropin-<mode>.jsonl, .jitcache  first load of all 11 modules through candle's path,
@@ -14,9 +14,11 @@
 #                                   each carried level forced with KILN_PTX_ARCH (compute_70
 #                                   is the floor a V100/T4 JITs when its sm feature is off)
 #   suite-sass/                     candle-core's suite, release, 1 thread, cold then warm
-#   suite-libptx/                   the suite's quantized tests with CUDA_FORCE_PTX_JIT=1 and
-#                                   KILN_PTX_ARCH=compute_89: the driver must JIT the static
-#                                   library's compute_90 PTX (what a Blackwell GPU runs)
+#   libptx-{0,1}.json, .jitcache    candle's MMQ quantizer from kiln's static library
+#                                   (bench/candle-proof/libptx), on the sm_90 SASS and with
+#                                   CUDA_FORCE_PTX_JIT=1 on its compute_90 PTX (what a GPU
+#                                   beyond nvcc 12.4, Blackwell, runs): the same bytes
+#   (CUDA_FORCE_PTX_JIT breaks cuBLAS's own kernels, so candle's suite cannot run under it.)
 #   leg/                            bench/h100-leg.sh: kiln-kernel-tests on sm_90, load-bench
 # Arguments: the steps to run (default all: dropin suite libptx leg), for calls that must each
 # end within a time limit; each call writes its own $OUT/issue13-<steps>.tgz.
@@ -37,9 +39,18 @@ want dropin && for mode in sass compute_70 compute_80 compute_89; do
 done
 unset KILN_PTX_ARCH
 want suite && OUT="$res/suite-sass" THREADS=1 bash "$REPO/bench/candle-proof/run-gpu.sh" kiln
-# Bounded: the driver JIT-compiles every static-library object a quantized test touches.
-want libptx && OUT="$res/suite-libptx" THREADS=8 WARM=0 FILTER=quantized KILN_PTX_ARCH=compute_89 CUDA_FORCE_PTX_JIT=1 \
-  timeout "${LIBPTX_TIMEOUT:-300}" bash "$REPO/bench/candle-proof/run-gpu.sh" kiln
+# The static library's compute_90 PTX, JIT-compiled (CUDA_FORCE_PTX_JIT=1 makes the driver
+# ignore the SASS), against its sm_90 SASS: the same quantized bytes, and a JIT cache that fills.
+if want libptx; then
+  for force in 0 1; do
+    cache=$(mktemp -d /tmp/libptx-jit.XXXXXX)
+    if [ $force = 1 ]; then export CUDA_FORCE_PTX_JIT=1; else unset CUDA_FORCE_PTX_JIT; fi
+    CUDA_CACHE_PATH="$cache" "$REPO/target/candle-proof/libptx" > "$res/libptx-$force.json" 2>&1
+    echo "rc=$? $(find "$cache" -type f | wc -l) files, $(du -sk "$cache" | cut -f1) KiB" > "$res/libptx-$force.jitcache"
+    rm -rf "$cache"
+  done
+  unset CUDA_FORCE_PTX_JIT
+fi
 if want leg; then
   tar -C "$REPO/target/gpu-b" -xJf "$REPO/target/gpu-b/dist-sm90.tar.xz"
   mkdir -p "$res/leg"
