@@ -20,25 +20,26 @@ pub use kiln_target::Backend;
 pub enum Arch {
     /// One target: a module's HSACO, PTX or cubin.
     One(Target),
-    /// Several sms in one object, and the archive of such objects (the static library).
-    Fat(Vec<Sm>),
+    /// Several targets in one object (SASS per sm, PTX per level), and the
+    /// archive of such objects (the static library).
+    Fat { sass: Vec<Sm>, ptx: Vec<Sm> },
 }
 
 impl Arch {
     pub fn backend(&self) -> Backend {
         match self {
             Arch::One(t) => t.backend(),
-            Arch::Fat(_) => Backend::Cuda,
+            Arch::Fat { .. } => Backend::Cuda,
         }
     }
 }
 
 impl fmt::Display for Arch {
-    /// `gfx90a`, `compute_80`, `sm_90`, or `sm_80+sm_90` for several.
+    /// `gfx90a`, `compute_80`, `sm_90`, or `sm_80+sm_90+compute_90` for several.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Arch::One(t) => t.fmt(f),
-            Arch::Fat(sms) => f.write_str(&sms.iter().map(|s| s.sass()).collect::<Vec<_>>().join("+")),
+            Arch::Fat { sass, ptx } => f.write_str(&sass.iter().map(|s| s.sass()).chain(ptx.iter().map(|l| l.ptx())).collect::<Vec<_>>().join("+")),
         }
     }
 }
@@ -115,7 +116,7 @@ impl Job {
     pub fn target(&self) -> Option<&Target> {
         match &self.arch {
             Arch::One(t) => Some(t),
-            Arch::Fat(_) => None,
+            Arch::Fat { .. } => None,
         }
     }
 

@@ -8,7 +8,7 @@ use std::{fs, path::PathBuf};
 use anyhow::{bail, Context, Result};
 use kiln_build::{upstream::SourceCrate, Arch, Built, Failed, Job, Kind, Node};
 use kiln_manifest::{Artifact, Backend, KernelResources, Manifest, Toolchain};
-use kiln_pins::{Pins, Target};
+use kiln_pins::{Pins, SassBy, Sm, Target};
 use kiln_toolchain::fetch;
 use kiln_validate::{
     ar,
@@ -139,7 +139,7 @@ pub const FFI_DECLARATIONS: &str = "src/ffi.rs";
 /// in every object, and every function candle's `ffi` module declares.
 pub fn staticlib(source: &SourceCrate, job: &Job, built: &Built) -> Result<Collected> {
     let lib = &job.module;
-    let Arch::Fat(sms) = &job.arch else { unreachable!("{job}: not the static library") };
+    let Arch::Fat { sass: sms, ptx } = &job.arch else { unreachable!("{job}: not the static library") };
     let bytes = fs::read(&built.path).with_context(|| format!("cannot read {}", built.path.display()))?;
     let decl = source.path(FFI_DECLARATIONS);
     let rust = fs::read_to_string(&decl).with_context(|| format!("cannot read {}", decl.display()))?;
@@ -148,35 +148,67 @@ pub fn staticlib(source: &SourceCrate, job: &Job, built: &Built) -> Result<Colle
         bail!("{} declares no extern \"C\" functions: has candle-kernels' ffi module moved?", decl.display());
     }
     let levels: Vec<u32> = sms.iter().map(|s| s.0).collect();
-    let a = ar::check(&bytes, &levels, &required).with_context(|| format!("static library lib{lib}.a ({}) failed validation", job.arch))?;
+    let ptx: Vec<u32> = ptx.iter().map(|l| l.0).collect();
+    let a = ar::check(&bytes, &levels, &ptx, &required).with_context(|| format!("static library lib{lib}.a ({}) failed validation", job.arch))?;
     // The C ABI surface: what a consumer can call (C++ symbols are internal).
     let exported: Vec<String> = a.functions().into_iter().filter(|f| !f.starts_with("_Z")).collect();
     let artifact = base(job, kiln_manifest::Kind::Staticlib, &bytes, exported);
     Ok(Collected { artifact, file: built.path.clone() })
 }
 
-/// Every module must export the same kernels on every target: AMD targets
-/// exactly the floor PTX's, NVIDIA targets at least those, and a newer
-/// NVIDIA arch never fewer than an older one (candle gates fp8 kernels on sm_89).
+/// Every module must export the same kernels on every target, as upstream's
+/// own arch gates decide them:
+/// - AMD targets exactly the kernels of the PTX level the HIP shims emulate
+///   (`__CUDA_ARCH__` [`kiln_build::hip::EMULATED_CUDA_ARCH`]);
+/// - NVIDIA targets at least the floor PTX's, and a newer arch never fewer
+///   than an older one (candle gates bf16 kernels on 800, fp8 on 890);
+/// - SASS assembled by the newer ptxas exactly the kernels of the PTX it came from.
 pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
     let mut problems = Vec::new();
     let mut ascending: Vec<(u32, String)> = pins.targets.cuda_ptx.iter().map(|s| (s.0, s.ptx())).collect();
     ascending.extend(pins.targets.cuda_sass.iter().map(|s| (s.0, s.sass())));
     ascending.sort();
     let ascending: Vec<String> = ascending.into_iter().map(|(_, t)| t).collect();
+    let emulated = Sm(kiln_build::hip::EMULATED_CUDA_ARCH).ptx();
     for module in &pins.candle.modules {
-        let mut sets = KernelSets::default();
-        let mut first = None;
+        let of = |arch: &str| collected.iter().find(|c| &c.artifact.module == module && c.artifact.arch == arch);
+        let (mut amd, mut cuda) = (KernelSets::default(), KernelSets::default());
+        let (mut first_amd, mut first_cuda) = (None, None);
         for c in collected.iter().filter(|c| &c.artifact.module == module) {
+            let (sets, first) = if c.artifact.backend == Backend::Hip { (&mut amd, &mut first_amd) } else { (&mut cuda, &mut first_cuda) };
             sets.add(&c.artifact.arch, &c.artifact.kernels);
             first.get_or_insert(c.artifact.arch.clone());
         }
-        let Some(first) = first else { continue };
-        let floor = pins.targets.cuda_ptx[0].ptx();
-        let reference = if collected.iter().any(|c| &c.artifact.module == module && c.artifact.arch == floor) { floor } else { first };
-        let rule = |t: &str| if t.starts_with("gfx") { Rule::Equal } else { Rule::Superset };
-        for d in sets.differences(&reference, rule).into_iter().chain(sets.monotonic(&ascending)) {
-            problems.push(format!("module {module}: {d}"));
+        if let Some(first) = first_amd {
+            // Against the emulated level's PTX where this run built it, else against each other.
+            let reference = match of(&emulated) {
+                Some(c) => {
+                    amd.add(&emulated, &c.artifact.kernels);
+                    emulated.clone()
+                }
+                None => first,
+            };
+            problems.extend(amd.differences(&reference, |_| Rule::Equal).into_iter().map(|d| format!("module {module}: {d}")));
+        }
+        if let Some(first) = first_cuda {
+            let floor = pins.targets.cuda_ptx[0].ptx();
+            let reference = if of(&floor).is_some() { floor } else { first };
+            for d in cuda.differences(&reference, |_| Rule::Superset).into_iter().chain(cuda.monotonic(&ascending)) {
+                problems.push(format!("module {module}: {d}"));
+            }
+            for &sm in &pins.targets.cuda_sass {
+                let SassBy::Ptxas { from } = pins.sass_by(sm) else { continue };
+                if let (Some(c), Some(p)) = (of(&sm.sass()), of(&from.ptx())) {
+                    let mut pair = KernelSets::default();
+                    pair.add(&from.ptx(), &p.artifact.kernels);
+                    pair.add(&sm.sass(), &c.artifact.kernels);
+                    problems.extend(
+                        pair.differences(&from.ptx(), |_| Rule::Equal)
+                            .into_iter()
+                            .map(|d| format!("module {module}: {d} (assembled from it by ptxas)")),
+                    );
+                }
+            }
         }
     }
     if !problems.is_empty() {

@@ -122,7 +122,8 @@ pub fn build<'a>(pins: &'a Pins, plan: &'a Plan, selection: &Selection, package:
             objects.push(nodes.len());
             nodes.push(Node::command(job));
         }
-        let mut job = cuda::archive_job(plan, &pins.candle.staticlib.name, &selection.staticlib_sms(pins), &members);
+        let (sass, ptx) = selection.staticlib_targets(pins);
+        let mut job = cuda::archive_job(plan, &pins.candle.staticlib.name, &sass, &ptx, &members);
         job.cost = objects.len() as u64;
         archive = Some(nodes.len());
         nodes.push(Node { work: Work::Command(job), inputs });
@@ -204,8 +205,8 @@ fn bundle_step<'a>(module: &str, archs: Vec<String>) -> Step<'a> {
 /// the pinned `ar` in the sandbox and compressed.
 fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
     let main = pins.artifact_crate.name.clone();
-    let sms = &pins.targets.cuda_sass;
-    let ar = cuda::archive_job(plan, "<lib>", sms, &["<members>".to_string()]).argv.join(" ");
+    let lib = &pins.candle.staticlib;
+    let ar = cuda::archive_job(plan, "<lib>", &lib.sass, &lib.ptx, &["<members>".to_string()]).argv.join(" ");
     Step {
         label: format!("slices of lib{}.a", pins.candle.staticlib.name),
         output: "slices".into(),
@@ -221,7 +222,7 @@ fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
             };
             let archive = |lib: &str, members: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
                 let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
-                let mut job = cuda::archive_job(plan, lib, sms, &names);
+                let mut job = cuda::archive_job(plan, lib, &pins.candle.staticlib.sass, &pins.candle.staticlib.ptx, &names);
                 job.staged = members;
                 let dir = work.join(lib);
                 fs::create_dir_all(&dir)?;

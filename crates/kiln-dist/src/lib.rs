@@ -29,6 +29,8 @@ pub use select::Selection;
 
 /// Where kiln's HIP shims live, relative to the repository root.
 pub const SHIMS_DIR: &str = "kernels/hip";
+/// Where kiln's CUDA headers live (force-included into the static library's objects).
+pub const CUDA_HEADERS_DIR: &str = "kernels/cuda";
 
 pub struct Options {
     /// The repository root (shims, default lock).
@@ -70,7 +72,8 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
 
     let root = sysroot::provision(&cache, pins, opts.workers, say)?;
     let runner = Runner::new(root)?;
-    let toolchain = compilers::check(&runner, pins)?;
+    let ptxas = if opts.selection.needs_ptxas(pins) { compilers::ptxas(&runner, &cache, pins)? } else { None };
+    let toolchain = compilers::check(&runner, pins, ptxas.as_ref())?;
 
     let c = &pins.candle;
     let source = upstream::fetch_crate(&cache, &c.crate_name, &c.version, &c.sha256, &|l| say(l))?;
@@ -78,7 +81,11 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     if !shims.is_dir() {
         bail!("kiln's HIP shims are missing: {} is not a folder", shims.display());
     }
-    let plan = Plan::new(source.root.clone(), format!("{} {}", c.crate_name, c.version), shims);
+    let mut plan =
+        Plan::new(source.root.clone(), format!("{} {}", c.crate_name, c.version), shims).with_cuda_headers(opts.repo.join(CUDA_HEADERS_DIR));
+    if let Some(tool) = ptxas {
+        plan = plan.with_ptxas(tool);
+    }
 
     let package = opts.package && opts.selection.is_all();
     if opts.package && !package {

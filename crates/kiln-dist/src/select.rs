@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use kiln_build::{plan, Job, Kind, Plan};
-use kiln_pins::{Pins, Sm, Target};
+use kiln_pins::{Pins, SassBy, Sm, Target};
 
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
@@ -17,7 +17,7 @@ impl Selection {
     /// From `--module` and `--arch` values, refusing names that are not in
     /// the pin file and listing what is.
     pub fn new(modules: Vec<String>, archs: &[String], pins: &Pins) -> Result<Selection> {
-        let pinned = pins.targets.all();
+        let pinned = known_targets(pins);
         let known = || pinned.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
         let archs = archs
             .iter()
@@ -68,19 +68,29 @@ impl Selection {
         plan::module_jobs(plan, pins, &|m, a| self.module(m) && self.arch(a))
     }
 
-    /// The static library is built with the selected sms (all pinned ones by default).
-    pub fn staticlib_sms(&self, pins: &Pins) -> Vec<Sm> {
-        pins.targets.cuda_sass.iter().copied().filter(|&s| self.arch(&Target::Sass(s))).collect()
+    /// Whether a selected sm's SASS comes from the pinned newer ptxas.
+    pub fn needs_ptxas(&self, pins: &Pins) -> bool {
+        let modules = pins.candle.modules.iter().any(|m| self.module(m));
+        modules && pins.targets.cuda_sass.iter().any(|&s| self.arch(&Target::Sass(s)) && matches!(pins.sass_by(s), SassBy::Ptxas { .. }))
+    }
+
+    /// The static library's pinned sms and PTX levels that the selection
+    /// names (all of them by default).
+    pub fn staticlib_targets(&self, pins: &Pins) -> (Vec<Sm>, Vec<Sm>) {
+        let lib = &pins.candle.staticlib;
+        let sass = lib.sass.iter().copied().filter(|&s| self.arch(&Target::Sass(s))).collect();
+        let ptx = lib.ptx.iter().copied().filter(|&l| self.arch(&Target::Ptx(l))).collect();
+        (sass, ptx)
     }
 
     pub fn wants_staticlib(&self, pins: &Pins) -> bool {
-        self.module(&pins.candle.staticlib.name) && !self.staticlib_sms(pins).is_empty()
+        let (sass, ptx) = self.staticlib_targets(pins);
+        self.module(&pins.candle.staticlib.name) && !(sass.is_empty() && ptx.is_empty())
     }
 
     pub fn object_jobs(&self, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
-        let mut narrowed = pins.clone();
-        narrowed.targets.cuda_sass = self.staticlib_sms(pins);
-        let jobs = plan::object_jobs(plan, &narrowed)?;
+        let (sass, ptx) = self.staticlib_targets(pins);
+        let jobs = plan::object_jobs(plan, pins, &sass, &ptx)?;
         debug_assert!(jobs.iter().all(|j| j.kind == Kind::Object));
         Ok(jobs)
     }
@@ -102,5 +112,17 @@ impl Selection {
 pub fn known_modules(pins: &Pins) -> Vec<String> {
     let mut v = pins.candle.modules.clone();
     v.push(pins.candle.staticlib.name.clone());
+    v
+}
+
+/// Every target `--arch` may name: the modules' and the static library's own
+/// PTX levels (compute_90).
+pub fn known_targets(pins: &Pins) -> Vec<Target> {
+    let mut v = pins.targets.all();
+    for &l in &pins.candle.staticlib.ptx {
+        if !v.contains(&Target::Ptx(l)) {
+            v.push(Target::Ptx(l));
+        }
+    }
     v
 }

@@ -147,18 +147,20 @@ fn the_archive_job_reads_its_objects_from_the_graph() {
     let (pins, runner) = toolchain();
     let dir = temp("archive");
     let cache = Cache::at(dir.join("cache")).unwrap();
-    let plan = Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip"));
+    let plan = Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip")).with_cuda_headers(repo().join("kernels/cuda"));
     let file = plan.file("probe.cu", "the probe").unwrap();
-    let object = cuda::object_job(&plan, &pins, "probelib", &file).unwrap();
+    // The static library's own sms: every one is within the pinned nvcc's reach.
+    let lib_sms = &pins.candle.staticlib.sass;
+    let object = cuda::object_job(&plan, &pins, "probelib", &file, lib_sms, &[]).unwrap();
     let name = object.output.clone();
-    let archive = cuda::archive_job(&plan, "probelib", &pins.targets.cuda_sass, std::slice::from_ref(&name));
+    let archive = cuda::archive_job(&plan, "probelib", lib_sms, &[], std::slice::from_ref(&name));
     let nodes = vec![Node::command(object), Node { work: kiln_build::Work::Command(archive), inputs: vec![(0, name.clone())] }];
     let opts = kiln_build::Options { workers: 2, ..Default::default() };
     let results = run_graph(&runner, &cache, &nodes, &opts, &|l| eprintln!("{l}"));
     let built: Vec<_> = results.into_iter().map(|r| r.unwrap_or_else(|f| panic!("{f}"))).collect();
     let bytes = fs::read(&built[1].path).unwrap();
-    let sms: Vec<u32> = pins.targets.cuda_sass.iter().map(|s| s.0).collect();
-    let a = kiln_validate::ar::check(&bytes, &sms, &[]).unwrap();
+    let sms: Vec<u32> = lib_sms.iter().map(|s| s.0).collect();
+    let a = kiln_validate::ar::check(&bytes, &sms, &[], &[]).unwrap();
     assert_eq!(a.members.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), [name.as_str()]);
     for k in ["probe_gather_checked", "probe_saxpy_f32", "probe_warp_sum_f16"] {
         assert!(a.functions().iter().any(|f| f.contains(k)), "{k} in {:?}", a.functions());

@@ -171,8 +171,9 @@ fn validation_refuses_artifacts_for_another_arch() {
     assert!(e.to_string().contains("code object v4"), "{e}");
     let e = cubin::check(&bytes("sm_90"), 80).unwrap_err();
     assert!(e.to_string().contains("sm_90"), "{e}");
-    let e = ptx::check(std::str::from_utf8(&bytes("compute_80")).unwrap(), 90).unwrap_err();
-    assert!(e.to_string().contains("sm_80"), "{e}");
+    let floor = pins.targets.cuda_ptx[0];
+    let e = ptx::check(std::str::from_utf8(&bytes(&floor.ptx())).unwrap(), 90).unwrap_err();
+    assert!(e.to_string().contains(&floor.sass()), "{e}");
     assert!(hsaco::read(&bytes("sm_90")).is_err(), "a cubin is not an HSACO");
     assert!(cubin::read(b"\x7fELF garbage").is_err());
     fs::remove_dir_all(dir).unwrap();

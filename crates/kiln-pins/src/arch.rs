@@ -47,10 +47,10 @@ pub struct Sm(pub u32);
 impl Sm {
     /// Parses `sm_XX` (real, SASS) or `compute_XX` (virtual, PTX) with the given prefix.
     pub fn parse_prefixed(s: &str, prefix: &str) -> Result<Sm, String> {
-        let known = || kiln_target::SM.iter().map(|n| format!("{prefix}{n}")).collect::<Vec<_>>().join(", ");
+        let known = || kiln_target::CUDA.iter().map(|c| format!("{prefix}{}", c.sm)).collect::<Vec<_>>().join(", ");
         let digits = s.strip_prefix(prefix).ok_or_else(|| format!("`{s}` is not a `{prefix}XX` arch; known: {}", known()))?;
         match digits.parse::<u32>() {
-            Ok(n) if kiln_target::SM.contains(&n) => Ok(Sm(n)),
+            Ok(n) if kiln_target::cuda(n).is_some() => Ok(Sm(n)),
             _ => Err(format!("unknown NVIDIA arch `{s}`; known: {}", known())),
         }
     }
@@ -59,6 +59,10 @@ impl Sm {
     }
     pub fn ptx(self) -> String {
         format!("compute_{}", self.0)
+    }
+    /// This sm's row of kiln-target's table.
+    pub fn row(self) -> &'static kiln_target::Cc {
+        kiln_target::cuda(self.0).expect("checked at parse")
     }
 }
 
