@@ -40,6 +40,10 @@ fn main() {
         },
         "hsaco" => println!("{}", k::AFFINE.hsaco().len()),
         "intact" => println!("{} {}", k::FILL.ptx().len(), k::FILL.hsaco().len()),
+        "select" => match k::kiln::select("fill", &std::env::args().nth(2).unwrap()) {
+            Ok(a) => println!("ok {}", a.path),
+            Err(e) => println!("error: {e}"),
+        },
         _ => unreachable!(),
     }
 }
@@ -68,8 +72,12 @@ fn consumer(dir: &Path, sources: &Path, features: &str) -> PathBuf {
 }
 
 fn run(exe: &Path, what: &str) -> (bool, String) {
+    run_with(exe, &[what])
+}
+
+fn run_with(exe: &Path, args: &[&str]) -> (bool, String) {
     // No GPU here: the PTX level falls to the floor (the pins' first cuda_ptx); nothing is loaded.
-    let out = Command::new(exe).arg(what).env_remove("KILN_PTX_ARCH").output().unwrap();
+    let out = Command::new(exe).args(args).env_remove("KILN_PTX_ARCH").output().unwrap();
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
@@ -105,5 +113,10 @@ fn damaged_payloads_are_refused_naming_the_artifact() {
     let exe = consumer(&tmp.join("consumer-nohip"), &sources, ", default-features = false, features = [\"sm90\"]");
     let (ok, out) = run(&exe, "hsaco");
     assert!(!ok && out.contains("`hip` feature") && out.contains("affine"), "{out}");
+    // An arch kiln built but this build left out: the error names the feature that adds it.
+    let (_, out) = run_with(&exe, &["select", "gfx942"]);
+    assert!(out.starts_with("error:") && out.contains("hip/gfx942/fill.hsaco") && out.contains("enable the crate's `gfx942` feature"), "{out}");
+    let (_, out) = run_with(&exe, &["select", "sm_90"]);
+    assert!(out.starts_with("ok cuda/sm_90/fill.cubin"), "{out}");
     fs::remove_dir_all(&tmp).ok();
 }

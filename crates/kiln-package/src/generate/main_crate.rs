@@ -27,6 +27,8 @@ pub struct Deps {
     part_pushes: String,
     /// `generated.rs`: the link parts, named so that rustc links them.
     extern_crates: String,
+    /// `generated.rs`: each table part's feature and the folder of its artifacts.
+    table_features: Vec<(String, String)>,
 }
 
 impl Deps {
@@ -38,6 +40,9 @@ impl Deps {
         let _ = writeln!(self.shim_features, "{feature} = [\"{}/{feature}\"]", g.main);
         self.defaults.push(format!("\"{feature}\""));
         let _ = writeln!(self.part_pushes, "    #[cfg(feature = \"{feature}\")]\n    v.push({}::FILES);", lib_name(name));
+        // A table holds one arch's artifacts (or the bundles): one folder of the dist.
+        let folder = part.paths.first().and_then(|p| p.rsplit_once('/')).map_or(String::new(), |(dir, _)| format!("{dir}/"));
+        self.table_features.push((feature.clone(), folder));
     }
 
     /// A link part, always on.
@@ -108,6 +113,9 @@ fn generated_rs(g: &Gen, main: &Part, deps: &Deps) -> String {
     let _ = writeln!(s, "\npub(crate) const MODULE_NAMES: [&str; {}] = {:?};", modules.len(), modules);
     let levels: Vec<String> = pins.targets.cuda_ptx.iter().map(|l| format!("({}, {:?})", l.0, l.ptx())).collect();
     let _ = writeln!(s, "pub(crate) const PTX_LEVELS: [(u32, &str); {}] = [{}];\n", levels.len(), levels.join(", "));
+    let features: Vec<String> = deps.table_features.iter().map(|(f, dir)| format!("({f:?}, {dir:?})")).collect();
+    let _ = writeln!(s, "/// Each optional part's feature and the dist folder of what it carries.");
+    let _ = writeln!(s, "pub(crate) const TABLE_FEATURES: [(&str, &str); {}] = [{}];\n", features.len(), features.join(", "));
     s.push_str(&deps.extern_crates);
     let _ = writeln!(s, "\nstatic OWN: &[(&str, &[u8])] = {};\n", table(&main.paths));
     s.push_str("pub(crate) fn part_tables() -> Vec<&'static [(&'static str, &'static [u8])]> {\n");
