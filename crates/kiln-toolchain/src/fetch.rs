@@ -85,19 +85,10 @@ pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Re
     fs::create_dir_all(&dir)?;
     let dest = dir.join(format!("{}.deb", deb.sha256));
     let what = format!("{} {} ({})", deb.name, deb.version, deb.file_name());
-    if dest.exists() {
-        // Checked before every use, not only when downloaded: a damaged but
-        // well-formed package would otherwise be unpacked into the toolchain.
-        match sha256_file(&dest) {
-            Ok(actual) if actual == deb.sha256 => return Ok(dest),
-            Ok(actual) => eprintln!(
-                "warning: the cached {what} at {} has sha256 {actual}, not the pinned {}: removed, downloading it again",
-                dest.display(),
-                deb.sha256
-            ),
-            Err(e) => eprintln!("warning: the cached {what} at {} cannot be read ({e:#}): removed, downloading it again", dest.display()),
-        }
-        fs::remove_file(&dest).with_context(|| format!("cannot remove the damaged {}", dest.display()))?;
+    // Checked before every use, not only when downloaded: a damaged but
+    // well-formed package would otherwise be unpacked into the toolchain.
+    if reuse_if_intact(&dest, &deb.sha256, &what)? {
+        return Ok(dest);
     }
     let mut errors = Vec::new();
     for mirror in mirrors {
@@ -110,6 +101,23 @@ pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Re
         }
     }
     bail!("could not download {what} from any mirror in pins.toml [toolchain].mirrors:\n{}", errors.join("\n"))
+}
+
+/// Whether the cached download `dest` is there with its pinned `sha256`. A
+/// damaged one is removed, with a warning naming it, so that it is fetched again.
+pub fn reuse_if_intact(dest: &Path, sha256: &str, what: &str) -> Result<bool> {
+    if !dest.exists() {
+        return Ok(false);
+    }
+    match sha256_file(dest) {
+        Ok(actual) if actual == sha256 => return Ok(true),
+        Ok(actual) => {
+            eprintln!("warning: the cached {what} at {} has sha256 {actual}, not the pinned {sha256}: removed, downloading it again", dest.display())
+        }
+        Err(e) => eprintln!("warning: the cached {what} at {} cannot be read ({e:#}): removed, downloading it again", dest.display()),
+    }
+    fs::remove_file(dest).with_context(|| format!("cannot remove the damaged {}", dest.display()))?;
+    Ok(false)
 }
 
 /// Re-hashes a file already in the cache (after unexpected damage, say).

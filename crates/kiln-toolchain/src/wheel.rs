@@ -88,15 +88,8 @@ pub fn fetch_wheel(sh: &Shell, cache: &Cache, pin: &WheelPin) -> Result<PathBuf>
     fs::create_dir_all(&dir)?;
     let dest = dir.join(format!("{}.whl", pin.sha256));
     let what = format!("{} {} ({})", pin.package, pin.version, pin.file_name());
-    if dest.exists() {
-        match sha256_file(&dest) {
-            Ok(actual) if actual == pin.sha256 => return Ok(dest),
-            Ok(actual) => {
-                eprintln!("warning: the cached {what} at {} has sha256 {actual}, not the pinned {}: downloading it again", dest.display(), pin.sha256)
-            }
-            Err(e) => eprintln!("warning: the cached {what} at {} cannot be read ({e:#}): downloading it again", dest.display()),
-        }
-        fs::remove_file(&dest).with_context(|| format!("cannot remove the damaged {}", dest.display()))?;
+    if fetch::reuse_if_intact(&dest, &pin.sha256, &what)? {
+        return Ok(dest);
     }
     download_verified(sh, &pin.url, &pin.sha256, &what, &dest).map_err(|e| match e.downcast::<HashMismatch>() {
         Ok(m) => anyhow::anyhow!(m),
@@ -221,7 +214,7 @@ mod tests {
     fn members_are_read_stored_or_deflated_and_damage_is_caught() {
         let text = b"kiln reads one member of a wheel\n".repeat(50);
         for method in [0u16, 8] {
-            let zip = tiny_zip("dir/f.txt", &text, method);
+            let zip = zip_file(&[("dir/f.txt", &text)], method);
             assert_eq!(read_member(&zip, "dir/f.txt").unwrap(), text);
             assert!(read_member(&zip, "dir/other").unwrap_err().to_string().contains("no member"));
             let mut bad = zip.clone();
@@ -231,46 +224,99 @@ mod tests {
         assert!(read_member(b"not a zip", "x").unwrap_err().to_string().contains("not a zip"));
     }
 
-    /// A one-member zip file as the format defines it.
-    fn tiny_zip(name: &str, data: &[u8], method: u16) -> Vec<u8> {
-        let packed = if method == 8 {
-            let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-            std::io::Write::write_all(&mut e, data).unwrap();
-            e.finish().unwrap()
-        } else {
-            data.to_vec()
+    #[test]
+    fn a_tool_is_taken_out_checked_and_replaced_when_damaged() {
+        let root = std::env::temp_dir().join(format!("kiln-wheel-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).unwrap();
+        let cache = Cache::at(root.join("cache")).unwrap();
+        let tool_bytes = b"#!/bin/sh\necho a tool\n".to_vec();
+        // RECORD as pip writes it: urlsafe base64 of the sha256, unpadded.
+        let b64 = {
+            let raw = <sha2::Sha256 as sha2::Digest>::digest(&tool_bytes);
+            const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            let mut out = String::new();
+            for chunk in raw.chunks(3) {
+                let n = chunk.iter().fold(0u32, |a, &b| (a << 8) | b as u32) << (8 * (3 - chunk.len()));
+                for i in 0..=chunk.len() {
+                    out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                }
+            }
+            out
         };
-        let crc = crc32(data);
-        let mut z = Vec::new();
-        let common = |z: &mut Vec<u8>| {
-            z.extend(20u16.to_le_bytes());
-            z.extend(0u16.to_le_bytes());
-            z.extend(method.to_le_bytes());
-            z.extend([0u8; 4]);
-            z.extend(crc.to_le_bytes());
-            z.extend((packed.len() as u32).to_le_bytes());
-            z.extend((data.len() as u32).to_le_bytes());
-            z.extend((name.len() as u16).to_le_bytes());
-            z.extend(0u16.to_le_bytes());
-        };
-        z.extend(b"PK\x03\x04");
-        common(&mut z);
-        z.extend(name.as_bytes());
-        z.extend(&packed);
-        let dir_at = z.len();
-        z.extend(b"PK\x01\x02");
-        z.extend(20u16.to_le_bytes());
-        common(&mut z);
-        z.extend([0u8; 10]);
-        z.extend(0u32.to_le_bytes());
-        z.extend(name.as_bytes());
-        let dir_len = z.len() - dir_at;
+        let record = format!("pkg/bin/tool,sha256={b64},{}\npkg-1.0.dist-info/RECORD,,\n", tool_bytes.len());
+        let wheel = zip_file(&[("pkg/bin/tool", &tool_bytes), ("pkg-1.0.dist-info/RECORD", record.as_bytes())], 0);
+        let file = root.join("pkg-1.0-py3-none-any.whl");
+        fs::write(&file, &wheel).unwrap();
+        let pin = WheelPin { package: "pkg".into(), version: "1.0".into(), url: format!("file://{}", file.display()), sha256: sha256_bytes(&wheel) };
+        let sh = Shell::new().unwrap();
+
+        let t = tool(&sh, &cache, &pin, "pkg/bin/tool").unwrap();
+        assert_eq!(fs::read(&t.path).unwrap(), tool_bytes);
+        assert_eq!(t.sha256, sha256_bytes(&tool_bytes));
+        assert!(is_unpacked(&cache, &pin, "pkg/bin/tool"));
+        // A byte flipped in the unpacked tool: moved aside and unpacked again, never used.
+        let mut bad = tool_bytes.clone();
+        bad[3] ^= 1;
+        fs::write(&t.path, &bad).unwrap();
+        let again = tool(&sh, &cache, &pin, "pkg/bin/tool").unwrap();
+        assert_eq!(fs::read(&again.path).unwrap(), tool_bytes);
+        assert!(fs::read_dir(cache.root().join("damaged")).unwrap().count() == 1, "the damaged copy is kept aside");
+        // A damaged cached wheel is fetched again; a source with other bytes fails closed.
+        fs::write(cache.wheels().join(format!("{}.whl", pin.sha256)), b"not the wheel").unwrap();
+        fetch_wheel(&sh, &cache, &pin).unwrap();
+        let wrong = WheelPin { sha256: "ab".repeat(32), ..pin.clone() };
+        let e = fetch_wheel(&sh, &cache, &wrong).unwrap_err();
+        assert!(e.to_string().contains("sha256 mismatch") && e.to_string().contains("pkg 1.0"), "{e:#}");
+        assert!(!cache.wheels().join(format!("{}.whl", wrong.sha256)).exists());
+        // A member the RECORD does not vouch for is refused.
+        let e = tool(&sh, &cache, &pin, "pkg/bin/other").unwrap_err();
+        assert!(format!("{e:#}").contains("RECORD lists no sha256 for pkg/bin/other"), "{e:#}");
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A zip file of `members` (stored, or deflated with `method` 8), as the format defines it.
+    fn zip_file(members: &[(&str, &[u8])], method: u16) -> Vec<u8> {
+        let (mut z, mut dir) = (Vec::new(), Vec::new());
+        for &(name, data) in members {
+            let packed = if method == 8 {
+                let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+                std::io::Write::write_all(&mut e, data).unwrap();
+                e.finish().unwrap()
+            } else {
+                data.to_vec()
+            };
+            let local = z.len() as u32;
+            let head = |z: &mut Vec<u8>| {
+                z.extend(20u16.to_le_bytes());
+                z.extend(0u16.to_le_bytes());
+                z.extend(method.to_le_bytes());
+                z.extend([0u8; 4]);
+                z.extend(crc32(data).to_le_bytes());
+                z.extend((packed.len() as u32).to_le_bytes());
+                z.extend((data.len() as u32).to_le_bytes());
+                z.extend((name.len() as u16).to_le_bytes());
+                z.extend(0u16.to_le_bytes());
+            };
+            z.extend(b"PK\x03\x04");
+            head(&mut z);
+            z.extend(name.as_bytes());
+            z.extend(&packed);
+            dir.extend(b"PK\x01\x02");
+            dir.extend(20u16.to_le_bytes());
+            head(&mut dir);
+            dir.extend([0u8; 10]);
+            dir.extend(local.to_le_bytes());
+            dir.extend(name.as_bytes());
+        }
+        let dir_at = z.len() as u32;
+        z.extend(&dir);
         z.extend(b"PK\x05\x06");
         z.extend([0u8; 4]);
-        z.extend(1u16.to_le_bytes());
-        z.extend(1u16.to_le_bytes());
-        z.extend((dir_len as u32).to_le_bytes());
-        z.extend((dir_at as u32).to_le_bytes());
+        z.extend((members.len() as u16).to_le_bytes());
+        z.extend((members.len() as u16).to_le_bytes());
+        z.extend((dir.len() as u32).to_le_bytes());
+        z.extend(dir_at.to_le_bytes());
         z.extend(0u16.to_le_bytes());
         z
     }
