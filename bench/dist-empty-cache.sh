@@ -43,5 +43,7 @@ T_END=$(tail -1 "$D/log.txt" | cut -d' ' -f1)
 PACK=$(echo "${T_END:-0} - ${T_PACK:-$T_END}" | bc)
 SUM=$(echo "$JOBS + $PACK" | bc)
 BOUND=$(echo "scale=1; $SUM / $CORES" | bc)
-echo "label $LABEL: wall $WALL s; Σ job time $SUM s ($JOBS in the runner + $PACK packaging after it) on $CORES cores: bound $BOUND s; bound/wall $(echo "scale=3; $BOUND / $WALL" | bc)"
+RATIO=$(printf '%.1f' "$(echo "scale=6; 100 * $SUM / $CORES / $WALL" | bc)")
+printf 'label %s: wall %.1f s; Σ job time %.1f s (%.1f in the runner + %.1f packaging after it) on %s cores: bound %.1f s; bound/wall %s %%\n' \
+    "$LABEL" "$WALL" "$SUM" "$JOBS" "$PACK" "$CORES" "$BOUND" "$RATIO"
 echo "log: $D/log.txt; load samples: $D/load.txt"
