@@ -11,6 +11,7 @@ pub mod cuda;
 pub mod hip;
 pub mod job;
 pub mod plan;
+pub mod remote;
 pub mod run;
 pub mod scan;
 pub mod store;

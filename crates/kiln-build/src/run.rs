@@ -48,11 +48,19 @@ pub struct Options {
     pub verbose: bool,
     /// How often to say what is still running.
     pub heartbeat: Duration,
+    /// Compile jobs ([`crate::Kind::is_compile`]) must come from the local or
+    /// remote cache: a miss fails the job instead of running the compiler.
+    pub no_compile: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { workers: std::thread::available_parallelism().map_or(2, |n| n.get()), verbose: false, heartbeat: Duration::from_secs(30) }
+        Options {
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            verbose: false,
+            heartbeat: Duration::from_secs(30),
+            no_compile: false,
+        }
     }
 }
 
@@ -104,7 +112,7 @@ pub fn run_all(runner: &Runner, cache: &Cache, jobs: &[Job], opts: &Options, say
                     let Some(&i) = order.get(n) else { break };
                     let job = &jobs[i];
                     running.lock().unwrap().push((i, Instant::now()));
-                    let r = run_one(runner, cache, &store, &hashes, job, say);
+                    let r = run_one(runner, cache, &store, &hashes, job, opts.no_compile, say);
                     running.lock().unwrap().retain(|(j, _)| *j != i);
                     let k = finished.fetch_add(1, Ordering::SeqCst) + 1;
                     match &r {
@@ -137,7 +145,15 @@ pub fn run_all(runner: &Runner, cache: &Cache, jobs: &[Job], opts: &Options, say
     results
 }
 
-fn run_one(runner: &Runner, cache: &Cache, store: &Store, hashes: &Hashes, job: &Job, say: &(dyn Fn(String) + Sync)) -> Result<Built, Failed> {
+fn run_one(
+    runner: &Runner,
+    cache: &Cache,
+    store: &Store,
+    hashes: &Hashes,
+    job: &Job,
+    no_compile: bool,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<Built, Failed> {
     let fail = |log: PathBuf, e: anyhow::Error| Failed { job: job.to_string(), log, tail: format!("{e:#}") };
     let recipe = job.recipe(&runner.sysroot().identity, hashes).map_err(|e| fail(PathBuf::new(), e))?;
     let key = Job::key(&recipe);
@@ -145,6 +161,12 @@ fn run_one(runner: &Runner, cache: &Cache, store: &Store, hashes: &Hashes, job: 
         Lookup::Hit(path) => return Ok(Built { path, key, cached: true, seconds: 0.0 }),
         Lookup::Damaged(message) => say(format!("warning: {job}: {message}")),
         Lookup::Miss => {}
+    }
+    if no_compile && job.kind.is_compile() {
+        return Err(fail(
+            PathBuf::new(),
+            anyhow::anyhow!("not in the local or remote cache (key {key}), and compiling is turned off (--no-compile / dist merge)"),
+        ));
     }
 
     let t = Instant::now();
@@ -167,6 +189,7 @@ fn run_one(runner: &Runner, cache: &Cache, store: &Store, hashes: &Hashes, job: 
             fs::remove_file(dir.join(name))?;
         }
         fs::write(dir.join("recipe.txt"), &recipe)?;
+        fs::write(dir.join(crate::store::SECONDS_FILE), format!("{:.3}\n", t.elapsed().as_secs_f64()))?;
         store.put(&key, &dir, &job.output).context("cannot store the result in the cache")
     })();
     match result {
