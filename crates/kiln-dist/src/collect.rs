@@ -39,7 +39,8 @@ pub fn successes(jobs: &[Job], results: Vec<Result<Built, Failed>>) -> Result<Ve
     Ok(ok)
 }
 
-fn dist_path(job: &Job) -> String {
+/// Where a module job's (or the archive's) output goes in the dist folder.
+pub fn dist_path(job: &Job) -> String {
     match job.kind {
         Kind::Hsaco => format!("hip/{}/{}.hsaco", job.arch, job.module),
         Kind::Ptx => format!("cuda/{}/{}.ptx", job.arch, job.module),
