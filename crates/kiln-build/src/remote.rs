@@ -96,7 +96,7 @@ fn fetch_into(remote: &Remote, key: &str, output: &str, dir: &Path) -> Result<Op
     let text = fs::read_to_string(&record_file).unwrap_or_default();
     let _ = fs::remove_file(&record_file);
     let damaged = |what: String| {
-        remote.record_damaged(&ac);
+        remote.record_damaged();
         Err(format!("{ac} is damaged ({what})"))
     };
     let record: Record = match serde_json::from_str(&text) {
@@ -116,8 +116,8 @@ fn fetch_into(remote: &Remote, key: &str, output: &str, dir: &Path) -> Result<Op
     match remote.get_cas(&record.sha256, &out) {
         Got::Found => {}
         Got::NotFound => {
-            // A record without its bytes: write both again at the next build.
-            remote.record_damaged(&ac);
+            // A record without its bytes: the build here writes both again.
+            remote.record_damaged();
             return Err(format!("{ac} names cas/{} which the server does not have", record.sha256));
         }
         Got::Damaged(why) => return Err(why),
@@ -130,7 +130,7 @@ fn fetch_into(remote: &Remote, key: &str, output: &str, dir: &Path) -> Result<Op
     }
     let size = fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
     if size != record.size {
-        remote.record_damaged(&ac);
+        remote.record_damaged();
         return Err(format!("{ac} says {} bytes, cas/{} has {size}", record.size, record.sha256));
     }
     let write = |name: &str, text: &str| fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"));
@@ -150,26 +150,24 @@ pub(crate) fn push(remote: &Remote, cache: &Cache, key: &str, entry: &Path, outp
     if !remote.writable() {
         return;
     }
-    let result = (|| -> Result<bool, String> {
+    let result = (|| -> Result<(), String> {
         let out = entry.join(output);
         let sha256 = sha256_file(&out).map_err(|e| format!("{e:#}"))?;
         let recipe = fs::read_to_string(entry.join("recipe.txt")).map_err(|e| format!("the entry of {key} has no recipe: {e}"))?;
         let seconds = fs::read_to_string(entry.join(SECONDS_FILE)).ok().and_then(|s| s.trim().parse().ok());
         let size = fs::metadata(&out).map_err(|e| e.to_string())?.len();
         let record = Record { schema: SCHEMA, recipe, output: output.to_string(), size, sha256: sha256.clone(), seconds };
-        let mut stored = remote.put_cas(&sha256, &out)?;
+        remote.put_cas(&sha256, &out)?;
         let dir = cache.scratch("remote").map_err(|e| format!("{e:#}"))?;
         let file = dir.join("record.json");
         let r = fs::write(&file, serde_json::to_string(&record).expect("a record serialises"))
             .map_err(|e| e.to_string())
-            .and_then(|()| remote.put_missing(&format!("ac/{key}"), &file));
+            .and_then(|()| remote.put(&format!("ac/{key}"), &file));
         let _ = fs::remove_dir_all(&dir);
-        stored |= r?;
-        Ok(stored)
+        r
     })();
     match result {
-        Ok(true) => remote.record_stored(),
-        Ok(false) => {}
+        Ok(()) => remote.record_stored(),
         Err(why) => {
             if remote.writable() {
                 remote.warn(format!("cannot store {key}: {why}"));

@@ -111,7 +111,7 @@ pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Re
         match download_verified(sh, &url, &deb.sha256, &what, &dest) {
             Ok(()) => {
                 if let Some(remote) = cache.remote().filter(|r| r.writable()) {
-                    if remote.put_cas(&deb.sha256, &dest) == Ok(true) {
+                    if remote.put_cas(&deb.sha256, &dest).is_ok() {
                         remote.record_stored();
                     }
                 }

@@ -166,7 +166,7 @@ pub enum Got {
     Found,
     NotFound,
     /// The server answered with bytes that are not what the name promises
-    /// (other bytes, truncated); counted, and replaced at the next write-back.
+    /// (other bytes, truncated); counted, and a miss.
     Damaged(String),
     /// Not the answer a cache gives (a 500, a dropped connection); the remote stays in use.
     Failed(String),
@@ -191,9 +191,6 @@ pub struct Remote {
     down: AtomicBool,
     /// Set when the server refused a write (401/403): reading goes on.
     no_writes: AtomicBool,
-    /// Paths (`cas/<sha256>`, `ac/<key>`) found damaged on the server: written
-    /// again at the next write-back even though they "exist".
-    damaged: Mutex<HashSet<String>>,
     stats: Stats,
     /// Warnings, each printed once.
     warned: Mutex<HashSet<String>>,
@@ -215,7 +212,6 @@ impl Remote {
             config,
             down: AtomicBool::new(false),
             no_writes: AtomicBool::new(false),
-            damaged: Mutex::new(HashSet::new()),
             stats: Stats::default(),
             warned: Mutex::new(HashSet::new()),
         }
@@ -262,11 +258,9 @@ impl Remote {
         self.stats.stored.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Notes that the server's `path` is damaged: the next write-back
-    /// replaces it instead of trusting that it exists.
-    pub fn record_damaged(&self, path: &str) {
+    /// Counts an object the server answered with other bytes than its name promises.
+    pub fn record_damaged(&self) {
         self.stats.damaged.fetch_add(1, Ordering::Relaxed);
-        self.damaged.lock().unwrap().insert(path.to_string());
     }
 
     /// `<url>: 12 hits, 3 misses, 3 stored, 0 damaged, 4.1 MB in, 1.2 MB out`.
@@ -389,7 +383,7 @@ impl Remote {
                 Ok(actual) => {
                     let n = fs::metadata(dest).map(|m| m.len()).unwrap_or(0);
                     let _ = fs::remove_file(dest);
-                    self.record_damaged(&path);
+                    self.record_damaged();
                     Got::Damaged(format!("{path} is damaged ({n} bytes with sha256 {actual}, not the hash it is named by)"))
                 }
                 Err(e) => {
@@ -399,16 +393,6 @@ impl Remote {
             },
             other => other,
         }
-    }
-
-    /// Whether the server has `path` (`HEAD`). Errors count as "no".
-    pub fn has(&self, path: &str) -> bool {
-        if !self.usable() {
-            return false;
-        }
-        let mut cmd = self.curl(path);
-        cmd.args(["--head", "--output", "/dev/null"]);
-        matches!(self.send(cmd, path), Ok(200))
     }
 
     /// `PUT <url>/<path>` with the bytes of `file`. Only in writable mode; a
@@ -442,21 +426,12 @@ impl Remote {
         }
     }
 
-    /// Uploads `file` to `path` unless the server already has it (and it was
-    /// not found damaged in this run). True when it was uploaded.
-    pub fn put_missing(&self, path: &str, file: &Path) -> Result<bool, String> {
-        let damaged = self.damaged.lock().unwrap().contains(path);
-        if !damaged && self.has(path) {
-            return Ok(false);
-        }
-        self.put(path, file)?;
-        self.damaged.lock().unwrap().remove(path);
-        Ok(true)
-    }
-
-    /// [`Remote::put_missing`] of `file`, whose sha256 is `sha256`, at `/cas/<sha256>`.
-    pub fn put_cas(&self, sha256: &str, file: &Path) -> Result<bool, String> {
-        self.put_missing(&format!("cas/{sha256}"), file)
+    /// `PUT` of `file`, whose sha256 is `sha256`, at `/cas/<sha256>`. Always
+    /// written, never "already there": kiln writes back only what it just had
+    /// to make itself, so the server's copy was missing or not to be trusted,
+    /// and a damaged object that was never read is replaced all the same.
+    pub fn put_cas(&self, sha256: &str, file: &Path) -> Result<(), String> {
+        self.put(&format!("cas/{sha256}"), file)
     }
 }
 
