@@ -112,3 +112,59 @@ impl Costs {
         n
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_build::{Backend, Kind};
+
+    fn job(kind: Kind, arch: &str, module: &str) -> Job {
+        Job {
+            module: module.into(),
+            backend: if kind == Kind::Hsaco { Backend::Hip } else { Backend::Cuda },
+            arch: arch.into(),
+            kind,
+            argv: vec![],
+            output: String::new(),
+            inputs: vec![],
+            staged: vec![],
+            mounts: vec![],
+            cost: 0,
+        }
+    }
+
+    #[test]
+    fn measured_jobs_use_their_seconds_and_new_targets_are_estimated_from_their_module() {
+        let mut c = Costs { schema: 1, ..Default::default() };
+        c.update(
+            [("cubin sm_80 binary".to_string(), 20.04), ("cubin sm_90 binary".to_string(), 30.0), ("ptx compute_80 affine".to_string(), 2.0)],
+            "test",
+        );
+        assert_eq!(c.seconds["cubin sm_80 binary"], 20.0, "tenths of a second");
+        let jobs = [
+            job(Kind::Cubin, "sm_90", "binary"),
+            job(Kind::Cubin, "sm_100", "binary"), // a new target: its module's other cubins
+            job(Kind::Cubin, "sm_100", "cast"),   // a new module: every cubin
+            job(Kind::Hsaco, "gfx90a", "cast"),   // nothing of its kind measured
+        ];
+        assert_eq!(c.estimate(&jobs), vec![30_000, 25_000, 25_000, UNKNOWN_MS]);
+        assert_eq!(c.estimate(&jobs), c.estimate(&jobs), "the same on every call");
+    }
+
+    #[test]
+    fn the_table_round_trips_and_bad_figures_are_refused() {
+        let dir = std::env::temp_dir().join(format!("kiln-costs-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(FILE_NAME);
+        assert_eq!(Costs::load(&path).unwrap().seconds.len(), 0, "no file: every job estimated");
+        let mut c = Costs::load(&path).unwrap();
+        c.update([("object sm_80+sm_90 moe/moe_gguf".to_string(), 120.5)], "2 cores");
+        c.write(&path).unwrap();
+        assert_eq!(Costs::load(&path).unwrap(), c);
+        fs::write(&path, "schema = 1\n[seconds]\n\"cubin sm_90 x\" = -1.0\n").unwrap();
+        assert!(format!("{:#}", Costs::load(&path).unwrap_err()).contains("not a number of seconds"));
+        fs::write(&path, "schema = 1\n[seconds]\n\"cubin sm_90 x\" = \"fast\"\n").unwrap();
+        assert!(format!("{:#}", Costs::load(&path).unwrap_err()).contains(&format!("{}:3", path.display())));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
