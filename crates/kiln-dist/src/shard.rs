@@ -53,11 +53,19 @@ pub fn identity(pins: &Pins, opts: &Options, toolchain: &str, jobs: &[Job], keys
     let source = format!("{} {} {}", c.crate_name, c.version, c.sha256);
     let targets = crate::select::known_archs(pins);
     let costs = if costs_text.is_empty() { String::new() } else { fetch::sha256_bytes(costs_text) };
+    // `--module a --module b` and `--module b --module a` select the same jobs.
+    let sorted = |v: &[String]| -> Vec<String> {
+        let mut v = v.to_vec();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let (modules, archs) = (sorted(&opts.selection.modules), sorted(&opts.selection.archs));
     let mut text = format!(
         "kiln-plan v1\ntoolchain {toolchain}\nsource {source}\ntargets {}\nmodules {}\narchs {}\ncosts {costs}\n",
         targets.join(" "),
-        opts.selection.modules.join(" "),
-        opts.selection.archs.join(" ")
+        modules.join(" "),
+        archs.join(" ")
     );
     for (j, k) in jobs.iter().zip(keys) {
         text.push_str(&format!("job {} {k}\n", costs::label(j)));
@@ -67,8 +75,8 @@ pub fn identity(pins: &Pins, opts: &Options, toolchain: &str, jobs: &[Job], keys
         toolchain: toolchain.to_string(),
         source,
         targets,
-        modules: opts.selection.modules.clone(),
-        archs: opts.selection.archs.clone(),
+        modules,
+        archs,
         costs,
         jobs: jobs.len(),
     }
