@@ -170,7 +170,7 @@ pub(crate) fn push(remote: &Remote, cache: &Cache, key: &str, entry: &Path, outp
         Ok(()) => remote.record_stored(),
         Err(why) => {
             if remote.writable() {
-                remote.warn(format!("cannot store {key}: {why}"));
+                remote.warn(format!("cannot store what was built here: {why}"));
             }
         }
     }

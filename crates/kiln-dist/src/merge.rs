@@ -103,7 +103,8 @@ pub fn run(
     let opts =
         Options { selection: Selection { modules: first.plan.modules.clone(), archs: first.plan.archs.clone() }, no_compile: true, ..opts.clone() };
     output::check(&opts.out)?;
-    let prepared = prepare(pins, &opts, say)?;
+    // The checks need no remote cache; the dist below uses it, if one is given.
+    let prepared = prepare(pins, &Options { remote: None, ..opts.clone() }, say)?;
     let plan = ShardPlan::new(pins, &opts, &prepared, costs_path)?;
     if plan.identity != first.plan {
         bail!(

@@ -341,11 +341,12 @@ impl Remote {
                 self.mark_down(&why);
                 return Err(why);
             }
-            Some(code) => return Err(format!("{path}: curl exited with {code}: {stderr}")),
-            None => return Err(format!("{path}: curl was killed")),
+            // Without the path: the same failure on a hundred objects is one warning.
+            Some(code) => return Err(format!("curl exited with {code}: {stderr}")),
+            None => return Err("curl was killed".into()),
         }
         let code = String::from_utf8_lossy(&out.stdout);
-        code.trim().parse::<u16>().map_err(|_| format!("{path}: curl reported no HTTP status ({code:?})"))
+        code.trim().parse::<u16>().map_err(|_| format!("curl reported no HTTP status ({code:?})"))
     }
 
     /// `GET <url>/<path>` into `dest` (replaced). On anything but [`Got::Found`]
@@ -364,8 +365,12 @@ impl Remote {
                 return Got::Found;
             }
             Ok(404) => Got::NotFound,
-            Ok(401) | Ok(403) => Got::Failed(format!("{path}: HTTP {} (not allowed to read: check {NETRC_ENV} or {TOKEN_ENV})", status.unwrap())),
-            Ok(code) => Got::Failed(format!("{path}: HTTP {code}")),
+            Ok(code @ (401 | 403)) => {
+                let why = format!("it refused a read (HTTP {code}): check {NETRC_ENV} or {TOKEN_ENV}");
+                self.mark_down(&why);
+                Got::Failed(why)
+            }
+            Ok(code) => Got::Failed(format!("it answered a GET with HTTP {code}")),
             Err(e) => Got::Failed(e),
         };
         let _ = fs::remove_file(dest);
@@ -388,7 +393,7 @@ impl Remote {
                 }
                 Err(e) => {
                     let _ = fs::remove_file(dest);
-                    Got::Failed(format!("{path}: {e:#}"))
+                    Got::Failed(format!("cannot read what it served: {e:#}"))
                 }
             },
             other => other,
@@ -417,11 +422,7 @@ impl Remote {
                 }
                 Err(format!("HTTP {code}"))
             }
-            Ok(code) => {
-                let why = format!("PUT {path}: HTTP {code}");
-                self.warn(why.clone());
-                Err(why)
-            }
+            Ok(code) => Err(format!("it answered a PUT with HTTP {code}")),
             Err(e) => Err(e),
         }
     }
