@@ -21,6 +21,8 @@ pub const SHA256_FILE: &str = "output.sha256";
 /// The file in each entry that records how many seconds the job took where
 /// it was built (what `dist --update-costs` reads).
 pub const SECONDS_FILE: &str = "seconds";
+/// The files of an entry beside its output: the output is the one file not listed here.
+pub const BOOKKEEPING: &[&str] = &[SHA256_FILE, SECONDS_FILE, "recipe.txt", "build.log"];
 
 /// What the cache has for a key.
 #[derive(Debug)]

@@ -6,7 +6,7 @@
 //! or are built twice, so the partition may depend only on the commit. A
 //! cache's timings depend on which machine built what (and an empty cache has
 //! none); the byte-size estimate the scheduler orders by (`Job::cost`) ranks
-//! jobs but is off by 10x between a PTX and a multi-sm object. Seconds
+//! jobs but says nothing of seconds. Seconds
 //! measured once on a reference machine (`cargo xtask dist --update-costs`,
 //! which reads the seconds every cache entry records) are right to within
 //! the noise of the machine, and any machine reads the same numbers.
