@@ -21,6 +21,24 @@ let
     ];
     inherit (c) sha256;
   };
+  # Blackwell's ptxas, verified by its pinned sha256 here and again by the xtask,
+  # which reads it from its cache's wheels/ folder instead of downloading it.
+  ptxasWheel =
+    if pins.ptxas == null then
+      null
+    else
+      fetchurl {
+        name = baseNameOf pins.ptxas.url;
+        inherit (pins.ptxas) url sha256;
+      };
+  placeWheel =
+    if ptxasWheel == null then
+      ""
+    else
+      ''
+        mkdir -p "$KILN_CACHE_DIR/wheels"
+        cp "$ptxasWheel" "$KILN_CACHE_DIR/wheels/${pins.ptxas.sha256}.whl"
+      '';
 in
 rustPlatform.buildRustPackage {
   pname = "kiln-dist";
@@ -29,6 +47,7 @@ rustPlatform.buildRustPackage {
 
   nativeBuildInputs = [ bubblewrap ];
   KILN_SYSROOT = sysroot;
+  inherit ptxasWheel;
 
   # The builder has no network, and the xtask would fetch candle-kernels with
   # cargo: KILN_CANDLE_CRATE hands it the fixed-output fetch above instead,
@@ -37,6 +56,7 @@ rustPlatform.buildRustPackage {
     runHook preBuild
     export KILN_CACHE_DIR="$TMPDIR/kiln-cache"
     export KILN_CANDLE_CRATE=${crate}
+    ${placeWheel}
     cargo xtask dist --locked
     runHook postBuild
   '';

@@ -115,7 +115,12 @@ let
       || fail "a package is listed twice in [toolchain.closure]" updateHelp
     )
     && all checkCompiler compilers
-    && (isSha256 (candle.sha256 or null) || fail "candle.sha256 is not a sha256 (64 lowercase hex digits)" null);
+    && (isSha256 (candle.sha256 or null) || fail "candle.sha256 is not a sha256 (64 lowercase hex digits)" null)
+    && (
+      !(toolchain ? ptxas)
+      || isSha256 (toolchain.ptxas.sha256 or null)
+      || fail "toolchain.ptxas.sha256 is not a sha256 (64 lowercase hex digits)" null
+    );
 
   # Rust sorts the closure by name (names are unique) before hashing; Nix
   # compares strings byte by byte, as Rust does.
@@ -156,6 +161,17 @@ assert valid;
     }
     // poolParts d
   ) closure;
+
+  # The newer ptxas's wheel (PyPI), when pinned: the xtask takes it from its
+  # cache's wheels/<sha256>.whl, where the dist derivation puts a fixed-output fetch.
+  ptxas =
+    if toolchain ? ptxas then
+      {
+        url = get toolchain.ptxas "url" "toolchain.ptxas.url";
+        inherit (toolchain.ptxas) sha256;
+      }
+    else
+      null;
 
   candle = {
     crate = get candle "crate" "candle.crate";

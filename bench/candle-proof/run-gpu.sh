@@ -18,6 +18,7 @@
 #   KILN_PROOF_LIBDIRS     library dirs to use instead of torch's nvidia wheels
 #   KILN_PROOF_UNPACK      where to unpack (default: a temp dir)
 #   KILN_PTX_ARCH          (kiln) hand the driver that PTX level instead of SASS: the JIT fallback
+#   FILTER                 run only the tests whose names contain it (libtest's filter)
 # The runtime libraries candle-core links (libcublas.so.13, libcublasLt.so.13,
 # libcurand.so.10, libnvrtc.so.13, and for upstream libcudart.so.13) come from the
 # nvidia wheels torch installed (nvidia/cu13/lib); libcuda.so.1 is the driver's.
@@ -84,7 +85,7 @@ for v in "$@"; do
   for run in "${runs[@]}"; do
     t0=$(date +%s.%N)
     CUDA_CACHE_PATH="$cache" CUDA_CACHE_MAXSIZE=4294967296 RUST_BACKTRACE=1 \
-      ./all_tests --test-threads="$THREADS" > "$OUT/$v-$run.txt" 2>&1
+      ./all_tests --test-threads="$THREADS" ${FILTER:+"$FILTER"} > "$OUT/$v-$run.txt" 2>&1
     rc=$?
     t1=$(date +%s.%N)
     echo $rc > "$OUT/$v-$run.rc"

@@ -44,7 +44,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
     let opts = Options {
         repo: root.clone(),
         out: root.join(out),
-        selection: Selection { modules: f.modules, archs: f.archs },
+        selection: Selection::new(f.modules, &f.archs, &pins)?,
         workers: workers(f.jobs),
         verbose: f.verbose,
         locked,

@@ -34,14 +34,26 @@ pub fn run(pins_path: &Path) -> Result<()> {
         Ok(Some(root)) => {
             line(true, "toolchain", format!("{} ({:?}, identity {})", root.root.display(), root.mode, &root.identity[..16]));
             match Runner::new(root) {
-                Ok(runner) => match kiln_dist::compilers::check(&runner, &pins) {
-                    Ok(t) => {
-                        for (what, v) in &t.reported {
-                            line(true, what, v.clone());
+                Ok(runner) => {
+                    let ptxas = match &pins.toolchain.ptxas {
+                        Some(pin) if !kiln_toolchain::wheel::is_unpacked(&cache, pin, kiln_dist::compilers::PTXAS_MEMBER) => {
+                            line(false, "ptxas", format!("{} {} not downloaded yet: `cargo xtask dist` fetches it", pin.package, pin.version));
+                            None
                         }
+                        _ => kiln_dist::compilers::ptxas(&runner, &cache, &pins).unwrap_or_else(|e| {
+                            line(false, "ptxas", format!("{e:#}"));
+                            None
+                        }),
+                    };
+                    match kiln_dist::compilers::check(&runner, &pins, ptxas.as_ref()) {
+                        Ok(t) => {
+                            for (what, v) in &t.reported {
+                                line(true, what, v.clone());
+                            }
+                        }
+                        Err(e) => line(false, "compilers", format!("{e:#}")),
                     }
-                    Err(e) => line(false, "compilers", format!("{e:#}")),
-                },
+                }
                 Err(e) => line(false, "sandbox", format!("{e:#}")),
             }
         }

@@ -40,6 +40,10 @@ fn main() {
         },
         "hsaco" => println!("{}", k::AFFINE.hsaco().len()),
         "intact" => println!("{} {}", k::FILL.ptx().len(), k::FILL.hsaco().len()),
+        "select" => match k::kiln::select("fill", &std::env::args().nth(2).unwrap()) {
+            Ok(a) => println!("ok {}", a.path),
+            Err(e) => println!("error: {e}"),
+        },
         _ => unreachable!(),
     }
 }
@@ -68,8 +72,12 @@ fn consumer(dir: &Path, sources: &Path, features: &str) -> PathBuf {
 }
 
 fn run(exe: &Path, what: &str) -> (bool, String) {
-    // No GPU here: the PTX level falls to compute_80; nothing is loaded.
-    let out = Command::new(exe).arg(what).env_remove("KILN_PTX_ARCH").output().unwrap();
+    run_with(exe, &[what])
+}
+
+fn run_with(exe: &Path, args: &[&str]) -> (bool, String) {
+    // No GPU here: the PTX level falls to the floor (the pins' first cuda_ptx); nothing is loaded.
+    let out = Command::new(exe).args(args).env_remove("KILN_PTX_ARCH").output().unwrap();
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
@@ -84,14 +92,17 @@ fn damaged_payloads_are_refused_naming_the_artifact() {
     copy_tree(&generated, &sources);
     // Well-formed zstd, wrong content: another module's payload of the same kind.
     let swap = |victim: &str, donor: &str| fs::copy(sources.join(donor), sources.join(victim)).unwrap();
-    swap("main/payload/cuda/compute_80/affine.ptx.zst", "main/payload/cuda/compute_80/fill.ptx.zst");
+    // The PTX a machine without a GPU reads: the floor's.
+    let floor = kiln_pins::Pins::load(&repo().join(kiln_pins::FILE_NAME)).unwrap().targets.cuda_ptx[0].ptx();
+    swap(&format!("main/payload/cuda/{floor}/affine.ptx.zst"), &format!("main/payload/cuda/{floor}/fill.ptx.zst"));
     swap("parts/sm90/payload/cuda/sm_90/affine.cubin.zst", "parts/sm90/payload/cuda/sm_90/fill.cubin.zst");
     swap("parts/hip/payload/hip/bundle/affine.hipfb.zst", "parts/hip/payload/hip/bundle/fill.hipfb.zst");
 
     let exe = consumer(&tmp.join("consumer"), &sources, "");
     let (ok, out) = run(&exe, "intact");
     assert!(ok, "untouched modules still load: {out}");
-    for (what, path) in [("ptx", "cuda/compute_80/affine.ptx"), ("cubin", "cuda/sm_90/affine.cubin"), ("hsaco", "hip/bundle/affine.hipfb")] {
+    let floor_ptx = format!("cuda/{floor}/affine.ptx");
+    for (what, path) in [("ptx", floor_ptx.as_str()), ("cubin", "cuda/sm_90/affine.cubin"), ("hsaco", "hip/bundle/affine.hipfb")] {
         let (_, out) = run(&exe, what);
         assert!(out.contains(path) && out.contains("damaged") && out.contains("the manifest says"), "{what}: {out}");
     }
@@ -102,5 +113,10 @@ fn damaged_payloads_are_refused_naming_the_artifact() {
     let exe = consumer(&tmp.join("consumer-nohip"), &sources, ", default-features = false, features = [\"sm90\"]");
     let (ok, out) = run(&exe, "hsaco");
     assert!(!ok && out.contains("`hip` feature") && out.contains("affine"), "{out}");
+    // An arch kiln built but this build left out: the error names the feature that adds it.
+    let (_, out) = run_with(&exe, &["select", "gfx942"]);
+    assert!(out.starts_with("error:") && out.contains("hip/gfx942/fill.hsaco") && out.contains("enable the crate's `gfx942` feature"), "{out}");
+    let (_, out) = run_with(&exe, &["select", "sm_90"]);
+    assert!(out.starts_with("ok cuda/sm_90/fill.cubin"), "{out}");
     fs::remove_dir_all(&tmp).ok();
 }

@@ -321,6 +321,9 @@ fn every_version_in_the_shell_comes_from_the_pin_file() {
         }
     }
     pinned.extend(closure.debs.iter().map(|d| d.sha256.clone()));
+    if let Some(w) = &pins.toolchain.ptxas {
+        pinned.extend([w.sha256.clone(), w.version.clone(), w.url.clone()]);
+    }
     for file in &nix_files {
         let body = fs::read_to_string(file).unwrap();
         for value in &pinned {
@@ -430,4 +433,24 @@ fn broken_pin_files_fail_evaluation_with_a_clear_message() {
     let copy = Copy::new("rust-version");
     copy.edit("Cargo.toml", line, "rust-version = \"99.0\"", 1);
     check(&copy, &["older than the workspace's rust-version 99.0 (Cargo.toml)"]);
+}
+
+#[test]
+fn the_dist_derivation_places_the_pinned_ptxas_wheel_where_the_xtask_looks() {
+    let _nix = lock();
+    let root = repo();
+    assert_tracked(&root);
+    let flake = root.to_str().unwrap();
+    let pins = load_pins(&root.join("pins.toml"));
+    let wheel = pins.toolchain.ptxas.as_ref().expect("pins.toml pins a ptxas");
+    let dist = format!("packages.{SYSTEM}.dist");
+    let build = succeeds(eval_raw(flake, &format!("{dist}.buildPhase")), "nix eval the dist derivation's buildPhase");
+    // The xtask's cache layout: wheels/<sha256>.whl (kiln_toolchain::wheel::fetch_wheel), checked there again.
+    let copy = format!("cp \"$ptxasWheel\" \"$KILN_CACHE_DIR/wheels/{}.whl\"", wheel.sha256);
+    assert!(build.lines().any(|l| l.trim() == copy), "the dist derivation does not run `{copy}`:\n{build}");
+    // $ptxasWheel is a fixed-output fetch of the pinned URL and hash (the stub's fetchurl keeps both).
+    let urls = succeeds(nix(&["eval", "--json", &format!("{flake}#{dist}.ptxasWheel.urls")], &[]), "nix eval the wheel fetch's urls");
+    assert_eq!(urls.trim(), format!("[\"{}\"]", wheel.url));
+    let hash = succeeds(eval_raw(flake, &format!("{dist}.ptxasWheel.expectedHash")), "nix eval the wheel fetch's hash");
+    assert_eq!(hash, wheel.sha256);
 }

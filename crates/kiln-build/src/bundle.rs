@@ -57,6 +57,9 @@ pub const HOST_ID: &str = "host-x86_64-unknown-linux-gnu";
 /// The id prefix of a HIP code object entry; the gfx target id follows.
 pub const HIP_ID_PREFIX: &str = "hipv4-amdgcn-amd-amdhsa--";
 pub const ALIGN: u64 = 4096;
+/// Bump when [`write`] makes other bytes from the same code objects: the
+/// dist's bundle jobs are cached by their inputs and this.
+pub const VERSION: u32 = 1;
 
 /// The bundle id of the code object for a gfx target id (`gfx90a`, `gfx90a:xnack-`).
 pub fn hip_id(gfx: &str) -> String {

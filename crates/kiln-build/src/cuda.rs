@@ -3,16 +3,16 @@
 //! static library's host objects, each carrying a fatbin for every sm.
 
 use anyhow::Result;
-use kiln_pins::{Pins, Sm};
+use kiln_pins::{Pins, Sm, Target};
 
 use crate::{
-    job::{Backend, Job, Kind},
+    job::{Arch, Job, Kind},
     plan::{Plan, SourceFile},
 };
 
 /// What one nvcc call makes: for which arch, what kind, into which file.
 struct Output {
-    arch: String,
+    arch: Arch,
     kind: Kind,
     name: String,
 }
@@ -25,18 +25,7 @@ fn nvcc_job(plan: &Plan, module: &str, out: Output, mode: &[&str], flags: &[Stri
     argv.extend(flags.iter().cloned());
     argv.extend(["-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
     let inputs = plan.scan(file, false)?;
-    Ok(Job {
-        module: module.into(),
-        backend: Backend::Cuda,
-        arch,
-        kind,
-        argv,
-        output,
-        cost: plan.cost(&inputs),
-        inputs,
-        staged: Vec::new(),
-        mounts: plan.mounts(),
-    })
+    Ok(Job { module: module.into(), arch, kind, argv, output, cost: plan.cost(&inputs), inputs, staged: Vec::new(), mounts: plan.mounts() })
 }
 
 fn gencode(virt: Sm, real: &str) -> String {
@@ -46,51 +35,101 @@ fn gencode(virt: Sm, real: &str) -> String {
 /// PTX for one virtual arch: the fallback for GPUs no cubin was built for.
 pub fn ptx_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, level: Sm) -> Result<Job> {
     let g = vec![gencode(level, &level.ptx())];
-    let out = Output { arch: level.ptx(), kind: Kind::Ptx, name: format!("{module}.ptx") };
+    let out = Output { arch: Arch::One(Target::Ptx(level)), kind: Kind::Ptx, name: format!("{module}.ptx") };
     nvcc_job(plan, module, out, &["--ptx"], &pins.flags.cuda, file, g)
 }
 
 /// SASS for one sm.
 pub fn cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: Sm) -> Result<Job> {
     let g = vec![gencode(sm, &sm.sass())];
-    let out = Output { arch: sm.sass(), kind: Kind::Cubin, name: format!("{module}.cubin") };
+    let out = Output { arch: Arch::One(Target::Sass(sm)), kind: Kind::Cubin, name: format!("{module}.cubin") };
     nvcc_job(plan, module, out, &["--cubin"], &pins.flags.cuda, file, g)
 }
 
-/// One host object of the static library, with SASS for every pinned sm.
-pub fn object_job(plan: &Plan, pins: &Pins, lib: &str, file: &SourceFile) -> Result<Job> {
-    let sms = &pins.targets.cuda_sass;
+/// SASS for an sm the pinned nvcc cannot target (Blackwell): in one sandboxed
+/// run, nvcc compiles the module to PTX at `from` and the pinned newer ptxas
+/// (staged into the job folder) assembles that PTX for the sm. nvcc itself
+/// does exactly these two steps for `-gencode arch=compute_<from>,code=sm_<sm>`
+/// (checked with 12.4: its sm_89 cubin equals `ptxas -arch=sm_89 -m64` of its
+/// compute_89 PTX, byte for byte). The PTX step repeats the `from` PTX job's
+/// compile rather than waiting for it, which keeps every job independent.
+pub fn ptxas_cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: Sm, from: Sm) -> Result<Job> {
+    let Some(ptxas) = &plan.ptxas else {
+        anyhow::bail!("{} needs the pinned ptxas ([toolchain].ptxas), which this plan was not given", sm.sass());
+    };
+    let ptx = format!("/kiln/job/{module}.ptx");
+    let mut nvcc = vec!["nvcc".to_string(), gencode(from, &from.ptx()), "--ptx".into()];
+    nvcc.extend(pins.flags.cuda.iter().cloned());
+    nvcc.extend(["-o".into(), ptx.clone(), file.input.at.clone()]);
+    let output = format!("{module}.cubin");
+    let assemble =
+        vec![format!("/kiln/job/{PTXAS}"), format!("-arch={}", sm.sass()), "-m64".into(), "-o".into(), format!("/kiln/job/{output}"), ptx.clone()];
+    let script = format!("set -e; {}; {}; rm {}", shell_words(&nvcc), shell_words(&assemble), shell_quote(&ptx));
+    let inputs = plan.scan(file, false)?;
+    Ok(Job {
+        module: module.into(),
+        arch: Arch::One(Target::Sass(sm)),
+        kind: Kind::Cubin,
+        argv: vec!["sh".into(), "-c".into(), script],
+        output,
+        cost: plan.cost(&inputs) * 2,
+        inputs,
+        staged: vec![(PTXAS.into(), ptxas.path.clone())],
+        mounts: plan.mounts(),
+    })
+}
+
+/// kiln's header that makes upstream's per-GPU choices per arch in the
+/// static library's fat objects (kernels/cuda/kiln_arch_gates.h).
+pub const ARCH_GATES: &str = "kiln_arch_gates.h";
+
+/// The name the pinned ptxas is staged under in a job folder.
+const PTXAS: &str = "ptxas";
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_=./+,:".contains(&b)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+fn shell_words(argv: &[String]) -> String {
+    argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// One host object of the static library: a fatbin with SASS for each of
+/// `sass` and PTX for each of `ptx` (the library's pinned targets, or a
+/// selection of them).
+pub fn object_job(plan: &Plan, pins: &Pins, lib: &str, file: &SourceFile, sass: &[Sm], ptx: &[Sm]) -> Result<Job> {
     let stem = file.rel.rsplit('/').next().unwrap().trim_end_matches(".cu").to_string();
-    let arch = sms.iter().map(|s| s.sass()).collect::<Vec<_>>().join("+");
-    let g = sms.iter().map(|&s| gencode(s, &s.sass())).collect();
-    let mut job = nvcc_job(
-        plan,
-        &format!("{lib}/{stem}"),
-        Output { arch, kind: Kind::Object, name: format!("{stem}.o") },
-        &["-c"],
-        &pins.flags.cuda_staticlib,
-        file,
-        g,
-    )?;
-    job.cost *= sms.len() as u64;
+    let arch = Arch::Fat { sass: sass.to_vec(), ptx: ptx.to_vec() };
+    let g = sass.iter().map(|&s| gencode(s, &s.sass())).chain(ptx.iter().map(|&l| gencode(l, &l.ptx()))).collect();
+    let gates = plan.cuda_header(ARCH_GATES)?;
+    let mut flags = pins.flags.cuda_staticlib.clone();
+    flags.extend(["-include".to_string(), gates.at.clone()]);
+    let mut job = nvcc_job(plan, &format!("{lib}/{stem}"), Output { arch, kind: Kind::Object, name: format!("{stem}.o") }, &["-c"], &flags, file, g)?;
+    job.inputs = plan.scan_forced(file, &[gates])?;
+    job.cost = plan.cost(&job.inputs) * (sass.len() + ptx.len()) as u64;
     Ok(job)
 }
 
-/// The static library from its objects, in the pinned source order.
+/// The static library from its objects, named in archive order (the pinned
+/// source order): each must be staged into the job folder under its name,
+/// by the caller (`staged`) or by the graph (the object jobs' outputs).
 /// `ar`'s D flag zeroes timestamps, uids and modes: the archive depends on content only.
-pub fn archive_job(plan: &Plan, lib: &str, arch: &str, objects: Vec<(String, std::path::PathBuf)>) -> Job {
+pub fn archive_job(plan: &Plan, lib: &str, sass: &[Sm], ptx: &[Sm], members: &[String]) -> Job {
     let output = format!("lib{lib}.a");
     let mut argv = vec!["ar".to_string(), "rcsD".into(), format!("/kiln/job/{output}")];
-    argv.extend(objects.iter().map(|(name, _)| format!("/kiln/job/{name}")));
+    argv.extend(members.iter().map(|name| format!("/kiln/job/{name}")));
     Job {
         module: lib.into(),
-        backend: Backend::Cuda,
-        arch: arch.into(),
+        arch: Arch::Fat { sass: sass.to_vec(), ptx: ptx.to_vec() },
         kind: Kind::Staticlib,
         argv,
         output,
         inputs: Vec::new(),
-        staged: objects,
+        staged: Vec::new(),
         mounts: plan.mounts(),
         cost: 1,
     }

@@ -4,15 +4,20 @@
 //! force-included ahead of each source, which stays unmodified.
 
 use anyhow::Result;
-use kiln_pins::{HipArch, Pins};
+use kiln_pins::{HipArch, Pins, Target};
 
 use crate::{
-    job::{Backend, Job, Kind},
+    job::{Arch, Job, Kind},
     plan::{Plan, SourceFile},
 };
 
 /// The shim header force-included into every HIP compile.
 pub const FORCED_INCLUDE: &str = "candle_hip_compat.h";
+
+/// The `__CUDA_ARCH__` (divided by 10) that header defines for device
+/// passes: AMD code objects get exactly the kernels candle compiles for that
+/// NVIDIA level (bf16 on, fp8 off). A test reads the header to keep the two equal.
+pub const EMULATED_CUDA_ARCH: u32 = 80;
 
 pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &HipArch) -> Result<Job> {
     let clang = &pins.toolchain.clang.package; // clang-17
@@ -45,8 +50,7 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
     let inputs = plan.scan(file, true)?;
     Ok(Job {
         module: module.into(),
-        backend: Backend::Hip,
-        arch: arch.to_string(),
+        arch: Arch::One(Target::Hip(arch.clone())),
         kind: Kind::Hsaco,
         argv,
         output,
@@ -55,4 +59,15 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
         staged: Vec::new(),
         mounts: plan.mounts(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_emulated_arch_is_the_one_the_shim_defines() {
+        let header = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels/hip").join(super::FORCED_INCLUDE);
+        let text = std::fs::read_to_string(&header).unwrap();
+        let define = format!("#define __CUDA_ARCH__ {}", super::EMULATED_CUDA_ARCH * 10);
+        assert!(text.lines().any(|l| l.trim() == define), "{} lacks `{define}`", header.display());
+    }
 }

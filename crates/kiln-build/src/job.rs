@@ -12,7 +12,37 @@ use crate::scan::Input;
 /// Bump when the meaning of a cache entry changes, to orphan old entries.
 const CACHE_FORMAT: &str = "kiln-cache v1";
 
+use kiln_pins::{Sm, Target};
 pub use kiln_target::Backend;
+
+/// What a job compiles for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// One target: a module's HSACO, PTX or cubin.
+    One(Target),
+    /// Several targets in one object (SASS per sm, PTX per level), and the
+    /// archive of such objects (the static library).
+    Fat { sass: Vec<Sm>, ptx: Vec<Sm> },
+}
+
+impl Arch {
+    pub fn backend(&self) -> Backend {
+        match self {
+            Arch::One(t) => t.backend(),
+            Arch::Fat { .. } => Backend::Cuda,
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    /// `gfx90a`, `compute_80`, `sm_90`, or `sm_80+sm_90+compute_90` for several.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arch::One(t) => t.fmt(f),
+            Arch::Fat { sass, ptx } => f.write_str(&sass.iter().map(|s| s.sass()).chain(ptx.iter().map(|l| l.ptx())).collect::<Vec<_>>().join("+")),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -44,9 +74,7 @@ impl Kind {
 #[derive(Clone)]
 pub struct Job {
     pub module: String,
-    pub backend: Backend,
-    /// `gfx90a`, `sm_90`, `compute_80`, or several joined by `+` for a multi-arch object.
-    pub arch: String,
+    pub arch: Arch,
     pub kind: Kind,
     /// The command, written against the fixed sandbox paths.
     pub argv: Vec<String>,
@@ -63,7 +91,7 @@ pub struct Job {
 
 impl fmt::Display for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}", self.backend.as_str(), self.arch, self.module)
+        write!(f, "{} {} {}", self.arch.backend(), self.arch, self.module)
     }
 }
 
@@ -82,13 +110,21 @@ impl Hashes {
         if let Some(h) = self.0.lock().unwrap().get(path) {
             return Ok(h.clone());
         }
-        let h = fetch::sha256_file(path)?;
+        let h = crate::store::output_sha256(path)?;
         self.0.lock().unwrap().insert(path.clone(), h.clone());
         Ok(h)
     }
 }
 
 impl Job {
+    /// The one target of a module's job (`None` for the static library's).
+    pub fn target(&self) -> Option<&Target> {
+        match &self.arch {
+            Arch::One(t) => Some(t),
+            Arch::Fat { .. } => None,
+        }
+    }
+
     /// The text the cache key hashes: everything that can change the output.
     pub fn recipe(&self, toolchain: &str, hashes: &Hashes) -> Result<String> {
         let mut r = format!("{CACHE_FORMAT}\ntoolchain {toolchain}\nkind {}\noutput {}\n", self.kind.as_str(), self.output);
@@ -104,7 +140,19 @@ impl Job {
         Ok(r)
     }
 
+    /// The cache key of a recipe's text.
     pub fn key(recipe: &str) -> String {
         fetch::hex(&Sha256::digest(recipe.as_bytes()))
     }
+}
+
+/// The text the cache key of an in-process step hashes: what its code is
+/// (`recipe`, versioned by whoever writes the step), the toolchain (a step may
+/// run a pinned tool), its output's name and every input it reads.
+pub fn step_recipe(toolchain: &str, recipe: &str, output: &str, staged: &[(String, PathBuf)], hashes: &Hashes) -> Result<String> {
+    let mut r = format!("{CACHE_FORMAT}\ntoolchain {toolchain}\nstep {recipe}\noutput {output}\n");
+    for (name, path) in staged {
+        r.push_str(&format!("staged {name} {}\n", hashes.of(path)?));
+    }
+    Ok(r)
 }

@@ -2,9 +2,11 @@
 //!
 //! [`plan`] turns pins and source trees into [`job::Job`]s (one per module and
 //! target; [`hip`] and [`cuda`] say exactly how each is compiled), [`run`]
-//! runs them in parallel against the content-addressed [`store`], keyed by
-//! everything that can change an output ([`job::Job::recipe`], with the files
-//! found by [`scan`]). Kernel sources come from [`upstream`].
+//! runs them in parallel as one graph, with the in-process steps that read
+//! their outputs ([`run::Step`]: bundling ([`bundle`]), compressing, ...),
+//! against the content-addressed [`store`], keyed by everything that can
+//! change an output ([`job::Job::recipe`], with the files found by [`scan`]).
+//! Kernel sources come from [`upstream`].
 
 pub mod bundle;
 pub mod cuda;
@@ -17,6 +19,6 @@ pub mod scan;
 pub mod store;
 pub mod upstream;
 
-pub use job::{Backend, Job, Kind};
+pub use job::{Arch, Backend, Job, Kind};
 pub use plan::Plan;
-pub use run::{run_all, Built, Failed, Options};
+pub use run::{run_all, run_graph, Built, Failed, Node, Options, Step, StepFn, StepIo, Work};

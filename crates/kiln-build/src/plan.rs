@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use kiln_pins::Pins;
+use kiln_pins::{Pins, SassBy, Sm, Target};
 use kiln_toolchain::Mount;
 
 use crate::{
@@ -19,6 +19,11 @@ pub struct Plan {
     pub shims: Tree,
     /// What the sources are, for messages ("candle-kernels 0.11.1").
     pub src_name: String,
+    /// The pinned newer ptxas, for sms the pinned nvcc cannot target.
+    pub ptxas: Option<kiln_toolchain::wheel::Tool>,
+    /// kiln's CUDA headers (`kernels/cuda`, at `/kiln/kernels`), force-included
+    /// into the static library's objects.
+    pub cuda_headers: Option<Tree>,
 }
 
 /// A source file of the kernel tree.
@@ -31,7 +36,36 @@ pub struct SourceFile {
 
 impl Plan {
     pub fn new(src_root: PathBuf, src_name: String, shims: PathBuf) -> Plan {
-        Plan { src: Tree { host: src_root, at: "/kiln/src" }, shims: Tree { host: shims, at: "/kiln/hip" }, src_name }
+        Plan {
+            src: Tree { host: src_root, at: "/kiln/src" },
+            shims: Tree { host: shims, at: "/kiln/hip" },
+            src_name,
+            ptxas: None,
+            cuda_headers: None,
+        }
+    }
+
+    /// The plan with kiln's CUDA headers folder (the repository's `kernels/cuda`).
+    pub fn with_cuda_headers(mut self, host: PathBuf) -> Plan {
+        self.cuda_headers = Some(Tree { host, at: "/kiln/kernels" });
+        self
+    }
+
+    /// `header` of kiln's CUDA headers as a forced include, or an error saying
+    /// the plan lacks them.
+    pub fn cuda_header(&self, header: &str) -> Result<Input> {
+        let Some(tree) = &self.cuda_headers else { bail!("the plan has no CUDA headers folder (kernels/cuda) for {header}") };
+        let host = tree.host.join(header);
+        if !host.is_file() {
+            bail!("kiln's CUDA headers at {} lack {header}", tree.host.display());
+        }
+        Ok(Input { at: format!("{}/{header}", tree.at), host })
+    }
+
+    /// The plan with the pinned newer ptxas (kiln_toolchain::wheel::tool).
+    pub fn with_ptxas(mut self, ptxas: kiln_toolchain::wheel::Tool) -> Plan {
+        self.ptxas = Some(ptxas);
+        self
     }
 
     pub fn file(&self, rel: &str, what: &str) -> Result<SourceFile> {
@@ -42,8 +76,14 @@ impl Plan {
         Ok(SourceFile { rel: rel.into(), input: Input { at: format!("{}/{rel}", self.src.at), host } })
     }
 
+    /// The sources and the HIP shims: what module jobs read.
     fn trees(&self) -> [Tree; 2] {
         [self.src.clone(), self.shims.clone()]
+    }
+
+    /// Every tree, kiln's CUDA headers too.
+    fn all_trees(&self) -> Vec<Tree> {
+        self.trees().into_iter().chain(self.cuda_headers.clone()).collect()
     }
 
     /// Every tree file that compiling `file` reads; `hip` adds the shims.
@@ -61,52 +101,50 @@ impl Plan {
         }
     }
 
+    /// Every tree file that compiling `file` with `forced` includes reads (CUDA).
+    pub fn scan_forced(&self, file: &SourceFile, forced: &[Input]) -> Result<Vec<Input>> {
+        scan::inputs(&self.all_trees(), &file.input, forced, &[])
+    }
+
     /// Bytes of source read: a fair guess at how long a compile takes.
     pub fn cost(&self, inputs: &[Input]) -> u64 {
         inputs.iter().map(|i| std::fs::metadata(&i.host).map_or(0, |m| m.len())).sum()
     }
 
     pub fn mounts(&self) -> Vec<Mount> {
-        vec![
-            Mount { host: self.src.host.clone(), at: self.src.at, writable: false },
-            Mount { host: self.shims.host.clone(), at: self.shims.at, writable: false },
-        ]
+        self.all_trees().into_iter().map(|t| Mount { host: t.host, at: t.at, writable: false }).collect()
     }
 }
 
 /// The (module, target) jobs of the pinned modules that `wanted(module,
-/// target)` selects: HSACO per AMD arch, PTX at the floor, a cubin per sm.
-pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &str) -> bool) -> Result<Vec<Job>> {
+/// target)` selects: HSACO per AMD arch, PTX per level, a cubin per sm.
+pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &Target) -> bool) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for module in &pins.candle.modules {
         let file = || plan.file(&format!("src/{module}.cu"), &format!("module `{module}` (pins.toml candle.modules)"));
-        for arch in &pins.targets.hip {
-            if wanted(module, arch.as_str()) {
-                jobs.push(hip::job(plan, pins, module, &file()?, arch)?);
-            }
-        }
-        for &level in &pins.targets.cuda_ptx {
-            if wanted(module, &level.ptx()) {
-                jobs.push(cuda::ptx_job(plan, pins, module, &file()?, level)?);
-            }
-        }
-        for &sm in &pins.targets.cuda_sass {
-            if wanted(module, &sm.sass()) {
-                jobs.push(cuda::cubin_job(plan, pins, module, &file()?, sm)?);
-            }
+        for target in pins.targets.all().into_iter().filter(|t| wanted(module, t)) {
+            jobs.push(match target {
+                Target::Hip(arch) => hip::job(plan, pins, module, &file()?, &arch)?,
+                Target::Ptx(level) => cuda::ptx_job(plan, pins, module, &file()?, level)?,
+                Target::Sass(sm) => match pins.sass_by(sm) {
+                    SassBy::Nvcc => cuda::cubin_job(plan, pins, module, &file()?, sm)?,
+                    SassBy::Ptxas { from } => cuda::ptxas_cubin_job(plan, pins, module, &file()?, sm, from)?,
+                },
+            });
         }
     }
     Ok(jobs)
 }
 
-/// The static library's object jobs, in the pinned source order.
-pub fn object_jobs(plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
+/// The static library's object jobs, in the pinned source order, for the
+/// library's pinned targets narrowed to `sass` and `ptx`.
+pub fn object_jobs(plan: &Plan, pins: &Pins, sass: &[Sm], ptx: &[Sm]) -> Result<Vec<Job>> {
     let lib = &pins.candle.staticlib;
     lib.sources
         .iter()
         .map(|rel| {
             let file = plan.file(rel, &format!("static library `{}` (pins.toml candle.staticlib)", lib.name))?;
-            cuda::object_job(plan, pins, &lib.name, &file)
+            cuda::object_job(plan, pins, &lib.name, &file, sass, ptx)
         })
         .collect()
 }

@@ -1,13 +1,16 @@
-//! Runs jobs in parallel (bounded by the cores), longest first, with a
-//! progress line per finished job and a heartbeat naming what is still running.
+//! Runs a graph of jobs in parallel (bounded by the cores): compiles, and the
+//! work that reads their outputs (an archive, a bundle, compressed payloads).
+//! A job starts once every job it reads from is built; among the jobs that
+//! can start, those that finish something (the deepest in the graph) go
+//! first, then the longest. Every job goes through the same content cache and
+//! keeps its log; a progress line per finished job and a heartbeat naming
+//! what is still running.
 
 use std::{
-    fs,
-    path::PathBuf,
-    sync::{
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-        Condvar, Mutex,
-    },
+    collections::BinaryHeap,
+    fmt, fs,
+    path::{Path, PathBuf},
+    sync::{Condvar, Mutex},
     time::{Duration, Instant},
 };
 
@@ -15,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use kiln_toolchain::{Cache, Mount, Runner};
 
 use crate::{
-    job::{Hashes, Job},
+    job::{self, Hashes, Job},
     store::{link_or_copy, Lookup, Store},
 };
 
@@ -28,17 +31,31 @@ pub struct Built {
     pub seconds: f64,
 }
 
-/// A job that failed, with where its log is and the end of it.
+/// A job that failed, with where its log is and the end of it; or one that
+/// was not run because a job it reads from failed (no log; the input's own
+/// failure says why).
 #[derive(Clone, Debug)]
 pub struct Failed {
     pub job: String,
     pub log: PathBuf,
     pub tail: String,
+    pub not_run: bool,
 }
 
-impl std::fmt::Display for Failed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} failed (full log: {})\n{}", self.job, self.log.display(), self.tail)
+impl Failed {
+    /// Not run: an input failed.
+    pub fn skipped(&self) -> bool {
+        self.not_run
+    }
+}
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.skipped() {
+            write!(f, "{}: {}", self.job, self.tail)
+        } else {
+            write!(f, "{} failed (full log: {})\n{}", self.job, self.log.display(), self.tail)
+        }
     }
 }
 
@@ -64,139 +81,389 @@ impl Default for Options {
     }
 }
 
+/// Rust code run as a job: it reads its inputs from its job folder (staged
+/// there by name) and writes its output there, like a command does.
+pub type StepFn<'a> = dyn Fn(&StepIo) -> Result<()> + Send + Sync + 'a;
+
+/// A job done in-process (compressing, bundling, splitting) rather than by a
+/// compiler; cached, logged and scheduled like the compiles.
+pub struct Step<'a> {
+    /// What it does, for progress lines and errors (`zstd cuda sm_90 affine`).
+    pub label: String,
+    /// The file or folder it writes into its job folder.
+    pub output: String,
+    /// Names the code and every parameter that changes the output (a version
+    /// to bump when the code changes what it writes): with the inputs'
+    /// hashes, it makes the cache key.
+    pub recipe: String,
+    /// Host files it reads besides other jobs' outputs, staged by name.
+    pub staged: Vec<(String, PathBuf)>,
+    /// Rough relative cost, in the units of [`Job::cost`].
+    pub cost: u64,
+    pub run: Box<StepFn<'a>>,
+}
+
+/// What a step sees: its job folder (inputs in, output out) and its log.
+pub struct StepIo<'r> {
+    pub dir: &'r Path,
+    log: &'r Path,
+    runner: &'r Runner,
+}
+
+impl StepIo<'_> {
+    /// A staged input or the output, by name.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Appends a line to the step's log.
+    pub fn log(&self, line: &str) -> Result<()> {
+        use std::io::Write;
+        let mut f = fs::OpenOptions::new().append(true).create(true).open(self.log)?;
+        writeln!(f, "{line}")?;
+        Ok(())
+    }
+
+    /// Runs a pinned tool in the sandbox with `dir` (a folder inside the job
+    /// folder) as `/kiln/job`, its output appended to the step's log.
+    pub fn sandboxed(&self, dir: &Path, mounts: &[Mount], argv: &[String]) -> Result<()> {
+        let mut mounts = mounts.to_vec();
+        mounts.push(Mount { host: dir.to_path_buf(), at: "/kiln/job", writable: true });
+        let log = self.dir.join(".command.log");
+        let status = self.runner.run(&mounts, "/kiln/job", argv, &log)?;
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        fs::remove_file(&log).ok();
+        self.log(&format!("$ {}\n{text}", argv.join(" ")))?;
+        if !status.success() {
+            bail!("{} exited with {status}", argv[0]);
+        }
+        Ok(())
+    }
+}
+
+/// What a node of the graph does.
+pub enum Work<'a> {
+    /// A compiler (or `ar`) in the sandbox.
+    Command(Job),
+    Step(Step<'a>),
+}
+
+/// One job of the graph.
+pub struct Node<'a> {
+    pub work: Work<'a>,
+    /// Outputs of earlier nodes (by index, always lower than this node's) that
+    /// this one reads, each staged into its job folder under the given name.
+    pub inputs: Vec<(usize, String)>,
+}
+
+impl<'a> Node<'a> {
+    pub fn command(job: Job) -> Node<'a> {
+        Node { work: Work::Command(job), inputs: Vec::new() }
+    }
+
+    pub fn step(step: Step<'a>, inputs: Vec<(usize, String)>) -> Node<'a> {
+        Node { work: Work::Step(step), inputs }
+    }
+
+    fn cost(&self) -> u64 {
+        match &self.work {
+            Work::Command(j) => j.cost,
+            Work::Step(s) => s.cost,
+        }
+    }
+
+    fn output(&self) -> &str {
+        match &self.work {
+            Work::Command(j) => &j.output,
+            Work::Step(s) => &s.output,
+        }
+    }
+
+    fn staged(&self) -> &[(String, PathBuf)] {
+        match &self.work {
+            Work::Command(j) => &j.staged,
+            Work::Step(s) => &s.staged,
+        }
+    }
+}
+
+impl fmt::Display for Node<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.work {
+            Work::Command(j) => j.fmt(f),
+            Work::Step(s) => f.write_str(&s.label),
+        }
+    }
+}
+
 /// Runs every job; the result at index `i` belongs to `jobs[i]`. A failing
 /// job does not stop the others, so one run reports every failure.
 pub fn run_all(runner: &Runner, cache: &Cache, jobs: &[Job], opts: &Options, say: &(dyn Fn(String) + Sync)) -> Vec<Result<Built, Failed>> {
+    let nodes: Vec<Node> = jobs.iter().cloned().map(Node::command).collect();
+    run_graph(runner, cache, &nodes, opts, say)
+}
+
+/// Where the scheduler keeps a job that can start: deepest first, then the
+/// most costly, then the earliest given.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Ready {
+    depth: usize,
+    cost: u64,
+    first: std::cmp::Reverse<usize>,
+}
+
+struct State {
+    ready: BinaryHeap<Ready>,
+    /// Per node: inputs not built yet.
+    waiting: Vec<usize>,
+    results: Vec<Option<Result<Built, Failed>>>,
+    running: Vec<(usize, Instant)>,
+    finished: usize,
+    built: usize,
+    job_seconds: f64,
+}
+
+/// Runs every node of the graph; the result at index `i` belongs to
+/// `nodes[i]`. A failing node does not stop the others: the nodes that read
+/// from it are reported as not run, and everything else runs, so one run
+/// reports every failure.
+pub fn run_graph(runner: &Runner, cache: &Cache, nodes: &[Node], opts: &Options, say: &(dyn Fn(String) + Sync)) -> Vec<Result<Built, Failed>> {
     let store = Store::new(cache);
     let hashes = Hashes::default();
     let start = Instant::now();
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].cost));
-
-    let next = AtomicUsize::new(0);
-    let finished = AtomicUsize::new(0);
-    let built = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Built, Failed>>>> = Mutex::new(vec![None; jobs.len()]);
-    let running: Mutex<Vec<(usize, Instant)>> = Mutex::new(Vec::new());
-    let done = AtomicBool::new(false);
-    let wake = (Mutex::new(()), Condvar::new());
-    let total = jobs.len();
+    let total = nodes.len();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); total];
+    let mut depth = vec![0usize; total];
+    for (i, n) in nodes.iter().enumerate() {
+        for &(d, _) in &n.inputs {
+            assert!(d < i, "node {i} ({n}) reads node {d}, which does not come before it");
+            dependents[d].push(i);
+            depth[i] = depth[i].max(depth[d] + 1);
+        }
+    }
+    let ready = |i: usize| Ready { depth: depth[i], cost: nodes[i].cost(), first: std::cmp::Reverse(i) };
+    let state = Mutex::new(State {
+        ready: (0..total).filter(|&i| nodes[i].inputs.is_empty()).map(ready).collect(),
+        waiting: nodes.iter().map(|n| n.inputs.len()).collect(),
+        results: vec![None; total],
+        running: Vec::new(),
+        finished: 0,
+        built: 0,
+        job_seconds: 0.0,
+    });
+    let changed = Condvar::new();
     let stamp = |n: usize| {
         let s = start.elapsed().as_secs();
         format!("[{n:>w$}/{total} {:>2}:{:02}]", s / 60, s % 60, w = total.to_string().len())
     };
 
-    std::thread::scope(|s| {
-        s.spawn(|| loop {
-            let guard = wake.0.lock().unwrap();
-            let (_g, _) = wake.1.wait_timeout(guard, opts.heartbeat).unwrap();
-            if done.load(Ordering::SeqCst) {
-                break;
+    // Records a result, then releases (or, after a failure, reports as not
+    // run) the nodes that were waiting for it.
+    let finish = |st: &mut State, i: usize, r: Result<Built, Failed>| {
+        let mut done = vec![(i, r)];
+        while let Some((i, r)) = done.pop() {
+            st.finished += 1;
+            let k = st.finished;
+            match &r {
+                Ok(b) if b.cached => {
+                    if opts.verbose {
+                        say(format!("{} cached {}", stamp(k), nodes[i]));
+                    }
+                }
+                Ok(b) => {
+                    st.built += 1;
+                    st.job_seconds += b.seconds;
+                    say(format!("{} built  {} ({:.1} s)", stamp(k), nodes[i], b.seconds));
+                }
+                Err(f) if f.skipped() => say(format!("{} not run {} ({})", stamp(k), nodes[i], f.tail)),
+                Err(f) => say(format!("{} FAILED {} (log: {})", stamp(k), nodes[i], f.log.display())),
             }
-            let now = running.lock().unwrap().clone();
-            if !now.is_empty() {
-                let list: Vec<String> = now
-                    .iter()
-                    .map(|(i, t)| {
-                        let e = t.elapsed().as_secs();
-                        format!("{} {}:{:02}", jobs[*i], e / 60, e % 60)
-                    })
-                    .collect();
-                say(format!("{} running: {}", stamp(finished.load(Ordering::SeqCst)), list.join(", ")));
+            let ok = r.is_ok();
+            st.results[i] = Some(r);
+            for &d in &dependents[i] {
+                if !ok {
+                    if st.results[d].is_none() && !done.iter().any(|(j, _)| *j == d) {
+                        let why = Failed {
+                            job: nodes[d].to_string(),
+                            log: PathBuf::new(),
+                            tail: format!("not run: its input {} failed", nodes[i]),
+                            not_run: true,
+                        };
+                        done.push((d, Err(why)));
+                    }
+                    continue;
+                }
+                st.waiting[d] -= 1;
+                if st.waiting[d] == 0 && st.results[d].is_none() {
+                    st.ready.push(ready(d));
+                }
+            }
+        }
+    };
+
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut st = state.lock().unwrap();
+            let mut next = Instant::now() + opts.heartbeat;
+            while st.finished < total {
+                let now = Instant::now();
+                if now < next {
+                    st = changed.wait_timeout(st, next - now).unwrap().0;
+                    continue;
+                }
+                next = now + opts.heartbeat;
+                if !st.running.is_empty() {
+                    let list: Vec<String> = st
+                        .running
+                        .iter()
+                        .map(|(i, t)| {
+                            let e = t.elapsed().as_secs();
+                            format!("{} {}:{:02}", nodes[*i], e / 60, e % 60)
+                        })
+                        .collect();
+                    say(format!("{} running: {}", stamp(st.finished), list.join(", ")));
+                }
             }
         });
-        let workers: Vec<_> = (0..opts.workers.max(1))
-            .map(|_| {
-                s.spawn(|| loop {
-                    let n = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(&i) = order.get(n) else { break };
-                    let job = &jobs[i];
-                    running.lock().unwrap().push((i, Instant::now()));
-                    let r = run_one(runner, cache, &store, &hashes, job, opts.no_compile, say);
-                    running.lock().unwrap().retain(|(j, _)| *j != i);
-                    let k = finished.fetch_add(1, Ordering::SeqCst) + 1;
-                    match &r {
-                        Ok(b) if b.cached => {
-                            if opts.verbose {
-                                say(format!("{} cached {job}", stamp(k)));
-                            }
-                        }
-                        Ok(b) => {
-                            built.fetch_add(1, Ordering::SeqCst);
-                            say(format!("{} built  {job} ({:.1} s)", stamp(k), b.seconds));
-                        }
-                        Err(f) => say(format!("{} FAILED {job} (log: {})", stamp(k), f.log.display())),
+        for _ in 0..opts.workers.max(1) {
+            s.spawn(|| loop {
+                let mut st = state.lock().unwrap();
+                let i = loop {
+                    if let Some(r) = st.ready.pop() {
+                        break r.first.0;
                     }
-                    results.lock().unwrap()[i] = Some(r);
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().unwrap();
+                    if st.finished == total {
+                        return;
+                    }
+                    st = changed.wait(st).unwrap();
+                };
+                // Queued only once every input was built.
+                let inputs: Vec<(String, PathBuf)> = nodes[i]
+                    .inputs
+                    .iter()
+                    .map(|(d, name)| match &st.results[*d] {
+                        Some(Ok(b)) => (name.clone(), b.path.clone()),
+                        _ => unreachable!("a queued job's inputs are built"),
+                    })
+                    .collect();
+                st.running.push((i, Instant::now()));
+                drop(st);
+                let r = run_node(runner, cache, &store, &hashes, &nodes[i], inputs, opts.no_compile, say);
+                let mut st = state.lock().unwrap();
+                st.running.retain(|(j, _)| *j != i);
+                finish(&mut st, i, r);
+                drop(st);
+                changed.notify_all();
+            });
         }
-        done.store(true, Ordering::SeqCst);
-        wake.1.notify_all();
     });
 
-    let results: Vec<_> = results.into_inner().unwrap().into_iter().map(|r| r.expect("every job ran")).collect();
-    let failed = results.iter().filter(|r| r.is_err()).count();
-    let b = built.load(Ordering::SeqCst);
-    say(format!("{} jobs in {:.1} s: {} from cache, {b} built, {failed} failed", total, start.elapsed().as_secs_f64(), total - b - failed));
+    let st = state.into_inner().unwrap();
+    let results: Vec<_> = st.results.into_iter().map(|r| r.expect("every job ran or was reported not run")).collect();
+    let failed = results.iter().filter(|r| r.as_ref().is_err_and(|f| !f.skipped())).count();
+    let skipped = results.iter().filter(|r| r.as_ref().is_err_and(Failed::skipped)).count();
+    let b = st.built;
+    let mut line = format!(
+        "{} jobs in {:.1} s: {} from cache, {b} built ({:.1} s of job time), {failed} failed",
+        total,
+        start.elapsed().as_secs_f64(),
+        total - b - failed - skipped,
+        st.job_seconds
+    );
+    if skipped > 0 {
+        line.push_str(&format!(", {skipped} not run"));
+    }
+    say(line);
     results
 }
 
-fn run_one(
+/// The cache key's text and the files to stage, for a node whose inputs are built.
+fn recipe(node: &Node, toolchain: &str, hashes: &Hashes, inputs: &[(String, PathBuf)]) -> Result<(String, Vec<(String, PathBuf)>)> {
+    let mut staged = node.staged().to_vec();
+    staged.extend(inputs.iter().cloned());
+    let text = match &node.work {
+        Work::Command(j) => {
+            let mut j = j.clone();
+            j.staged = staged.clone();
+            j.recipe(toolchain, hashes)?
+        }
+        Work::Step(s) => job::step_recipe(toolchain, &s.recipe, &s.output, &staged, hashes)?,
+    };
+    Ok((text, staged))
+}
+
+// Everything a node needs from the run; a struct for it would only be unpacked again.
+#[allow(clippy::too_many_arguments)]
+fn run_node(
     runner: &Runner,
     cache: &Cache,
     store: &Store,
     hashes: &Hashes,
-    job: &Job,
+    node: &Node,
+    inputs: Vec<(String, PathBuf)>,
     no_compile: bool,
     say: &(dyn Fn(String) + Sync),
 ) -> Result<Built, Failed> {
-    let fail = |log: PathBuf, e: anyhow::Error| Failed { job: job.to_string(), log, tail: format!("{e:#}") };
-    let recipe = job.recipe(&runner.sysroot().identity, hashes).map_err(|e| fail(PathBuf::new(), e))?;
+    let fail = |log: PathBuf, e: anyhow::Error| Failed { job: node.to_string(), log, tail: format!("{e:#}"), not_run: false };
+    let (recipe, staged) = recipe(node, &runner.sysroot().identity, hashes, &inputs).map_err(|e| fail(PathBuf::new(), e))?;
     let key = Job::key(&recipe);
-    match store.get(&key, &job.output) {
+    let output = node.output();
+    match store.get(&key, output) {
         Lookup::Hit(path) => return Ok(Built { path, key, cached: true, seconds: 0.0 }),
-        Lookup::Damaged(message) => say(format!("warning: {job}: {message}")),
+        Lookup::Damaged(message) => say(format!("warning: {node}: {message}")),
         Lookup::Miss => {}
     }
-    if no_compile && job.kind.is_compile() {
-        return Err(fail(
-            PathBuf::new(),
-            anyhow::anyhow!("not in the local or remote cache (key {key}), and compiling is turned off (--no-compile / dist merge)"),
-        ));
+    if let (true, Work::Command(job)) = (no_compile, &node.work) {
+        if job.kind.is_compile() {
+            return Err(fail(
+                PathBuf::new(),
+                anyhow::anyhow!("not in the local or remote cache (key {key}), and compiling is turned off (--no-compile / dist merge)"),
+            ));
+        }
     }
 
     let t = Instant::now();
     let dir = cache.scratch("job").map_err(|e| fail(PathBuf::new(), e))?;
     let log = dir.join("build.log");
     let result = (|| -> Result<PathBuf> {
-        for (name, src) in &job.staged {
+        for (name, src) in &staged {
             link_or_copy(src, &dir.join(name))?;
         }
-        let mut mounts = job.mounts.clone();
-        mounts.push(Mount { host: dir.clone(), at: "/kiln/job", writable: true });
-        let status = runner.run(&mounts, "/kiln/job", &job.argv, &log)?;
-        if !status.success() {
-            bail!("{} exited with {status}", job.argv[0]);
+        match &node.work {
+            Work::Command(job) => {
+                let mut mounts = job.mounts.clone();
+                mounts.push(Mount { host: dir.clone(), at: "/kiln/job", writable: true });
+                let status = runner.run(&mounts, "/kiln/job", &job.argv, &log)?;
+                if !status.success() {
+                    bail!("{} exited with {status}", job.argv[0]);
+                }
+            }
+            Work::Step(step) => {
+                fs::write(&log, "")?;
+                (step.run)(&StepIo { dir: &dir, log: &log, runner })?;
+            }
         }
-        if !dir.join(&job.output).is_file() {
-            bail!("{} succeeded but wrote no {}", job.argv[0], job.output);
+        if !dir.join(output).exists() {
+            bail!("{node} succeeded but wrote no {output}");
         }
-        for (name, _) in &job.staged {
-            fs::remove_file(dir.join(name))?;
+        for (name, _) in &staged {
+            let p = dir.join(name);
+            if p.is_dir() {
+                fs::remove_dir_all(p)?;
+            } else {
+                fs::remove_file(p)?;
+            }
         }
         fs::write(dir.join("recipe.txt"), &recipe)?;
         fs::write(dir.join(crate::store::SECONDS_FILE), format!("{:.3}\n", t.elapsed().as_secs_f64()))?;
-        store.put(&key, &dir, &job.output).context("cannot store the result in the cache")
+        store.put(&key, &dir, output).context("cannot store the result in the cache")
     })();
     match result {
         Ok(path) => Ok(Built { path, key, cached: false, seconds: t.elapsed().as_secs_f64() }),
         Err(e) => {
             // Keep the log where the user can read it; drop the rest of the scratch folder.
-            let kept = cache.root().join("failed").join(format!("{}-{}-{}.log", job.backend.as_str(), job.arch, job.module));
+            let name: String = node.to_string().chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' }).collect();
+            let kept = cache.root().join("failed").join(format!("{name}.log"));
             let _ = fs::create_dir_all(kept.parent().unwrap());
             let _ = fs::copy(&log, &kept);
             let _ = fs::remove_dir_all(&dir);

@@ -3,6 +3,8 @@
 //! Entries appear whole (a rename) or not at all, so an interrupted run or two
 //! runs at once never leave a half-written entry; every read checks the
 //! output against its recorded sha256, so a damaged entry is never shipped.
+//! An output is a file, or a folder (a step that writes several files), whose
+//! sha256 is that of its listing ([`output_sha256`]).
 //! With a remote cache configured ([`kiln_toolchain::remote`]) a local miss
 //! reads through to it and a local build is written back ([`crate::remote`]).
 
@@ -12,7 +14,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use kiln_toolchain::{cache::publish_dir, fetch::sha256_file, Cache};
+use kiln_toolchain::{cache::publish_dir, fetch, Cache};
 
 use crate::job::Job;
 
@@ -98,10 +100,10 @@ impl Store {
     pub fn get_local(&self, key: &str, output: &str) -> Lookup {
         let entry = self.entry(key);
         let path = entry.join(output);
-        if !path.is_file() {
+        if !path.exists() {
             return Lookup::Miss;
         }
-        let actual = match sha256_file(&path) {
+        let actual = match output_sha256(&path) {
             Ok(h) => h,
             Err(e) => return self.damaged(key, format!("cannot read {output}: {e:#}")),
         };
@@ -137,7 +139,7 @@ impl Store {
     /// Moves a finished job folder (`output`, `recipe.txt`, `build.log`) into
     /// the cache, with the output's sha256 recorded, and returns the output's cached path.
     pub fn put(&self, key: &str, job_dir: &Path, output: &str) -> Result<PathBuf> {
-        fs::write(job_dir.join(SHA256_FILE), sha256_file(&job_dir.join(output))?)?;
+        fs::write(job_dir.join(SHA256_FILE), output_sha256(&job_dir.join(output))?)?;
         let dest = self.entry(key);
         // A damaged entry moved aside leaves nothing here; a rebuilt one replaces none.
         publish_dir(job_dir, &dest)?;
@@ -157,7 +159,7 @@ impl Store {
             anyhow::bail!("the recipe given for {key} does not hash to it");
         }
         if let Lookup::Hit(path) = self.get_local(key, output) {
-            let here = sha256_file(&path)?;
+            let here = output_sha256(&path)?;
             if here != sha256 {
                 anyhow::bail!(
                     "{origin} has sha256 {sha256}, but this machine's cache entry {} for the same job has {here}: \
@@ -195,11 +197,52 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     fs::rename(&tmp, path)
 }
 
-/// Makes `dest` hold the bytes of `src` (a hard link when possible: cached
-/// artifacts are never modified in place).
+/// The sha256 of a file, or of a folder: of its listing, one line per file
+/// (`<relative path> <sha256>`, sorted by path; folders are not listed, links
+/// are refused).
+pub fn output_sha256(path: &Path) -> Result<String> {
+    if !fs::symlink_metadata(path).with_context(|| format!("cannot read {}", path.display()))?.is_dir() {
+        return fetch::sha256_file(path);
+    }
+    let mut files = Vec::new();
+    list(path, path, &mut files)?;
+    files.sort();
+    let mut text = String::new();
+    for (rel, file) in files {
+        text.push_str(&format!("{rel} {}\n", fetch::sha256_file(&file)?));
+    }
+    Ok(fetch::sha256_bytes(text.as_bytes()))
+}
+
+fn list(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<()> {
+    for e in fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let e = e?;
+        let t = e.file_type()?;
+        if t.is_dir() {
+            list(root, &e.path(), out)?;
+        } else if t.is_file() {
+            let rel = e.path().strip_prefix(root).expect("below the root").to_string_lossy().into_owned();
+            out.push((rel, e.path()));
+        } else {
+            anyhow::bail!("{} is neither a file nor a folder", e.path().display());
+        }
+    }
+    Ok(())
+}
+
+/// Makes `dest` hold the bytes of `src`, a file or a folder (hard links when
+/// possible: cached outputs are never modified in place).
 pub fn link_or_copy(src: &Path, dest: &Path) -> Result<()> {
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent)?;
+    }
+    if src.is_dir() {
+        fs::create_dir_all(dest)?;
+        for e in fs::read_dir(src)? {
+            let e = e?;
+            link_or_copy(&e.path(), &dest.join(e.file_name()))?;
+        }
+        return Ok(());
     }
     let _ = fs::remove_file(dest);
     if fs::hard_link(src, dest).is_err() {

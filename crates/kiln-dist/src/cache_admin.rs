@@ -1,6 +1,6 @@
 //! `cargo xtask cache`: what is in kiln's cache, whether it is whole, and
 //! removing what no current plan uses. Every full dist records what it used
-//! (`plans/<checkout>.json`: its cache keys, packaged crates, bundles, toolchain,
+//! (`plans/<checkout>.json`: its cache keys, packaged crates, toolchain,
 //! sources, packages), one record per checkout sharing the cache; `gc` keeps
 //! the union of the records whose checkout still exists and removes the rest.
 //! Only the cache's own areas are touched: kiln created all of it.
@@ -25,12 +25,10 @@ pub struct PlanRecord {
     pub sources: Vec<String>,
     /// `debs/` file names.
     pub debs: Vec<String>,
-    /// Object-store keys (compiles, archives).
+    /// Object-store keys (compiles, archives, bundles, payloads).
     pub keys: Vec<String>,
     /// `objects/packages/` keys.
     pub packages: Vec<String>,
-    /// `bundles/` file names.
-    pub bundles: Vec<String>,
 }
 
 fn plans_dir(cache: &Cache) -> PathBuf {
@@ -113,7 +111,7 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
         let why = match (recorded, outputs.as_slice()) {
             (_, []) => Some("the entry holds no output".to_string()),
             (None, _) => None, // made before hashes were recorded; recorded at its next use
-            (Some(want), [out]) => match fetch::sha256_file(&dir.join(out)) {
+            (Some(want), [out]) => match kiln_build::store::output_sha256(&dir.join(out)) {
                 Ok(h) if h == want => None,
                 Ok(h) => Some(format!("{out} has sha256 {h}, the entry recorded {want}")),
                 Err(e) => Some(format!("{out}: {e:#}")),
@@ -202,8 +200,9 @@ pub fn gc(cache: &Cache) -> Result<Freed> {
         );
     }
     let keep = |f: fn(&PlanRecord) -> &Vec<String>| -> BTreeSet<String> { live.iter().flat_map(|r| f(r).iter().cloned()).collect() };
-    let (keys, packages, bundles, debs, sources) =
-        (keep(|r| &r.keys), keep(|r| &r.packages), keep(|r| &r.bundles), keep(|r| &r.debs), keep(|r| &r.sources));
+    let (keys, packages, debs, sources) = (keep(|r| &r.keys), keep(|r| &r.packages), keep(|r| &r.debs), keep(|r| &r.sources));
+    // HIP bundles were kept in `bundles/` before they became store entries: nothing there is used.
+    let bundles = BTreeSet::new();
     let toolchains: BTreeSet<String> = live.iter().map(|r| r.toolchain.clone()).collect();
     for (key, dir) in entries(cache) {
         if !keys.contains(&key) {

@@ -6,10 +6,10 @@
 use std::{fs, path::PathBuf};
 
 use anyhow::{bail, Context, Result};
-use kiln_build::{cuda, run_all, upstream::SourceCrate, Built, Failed, Job, Kind, Plan};
+use kiln_build::{upstream::SourceCrate, Arch, Built, Failed, Job, Kind, Node};
 use kiln_manifest::{Artifact, Backend, KernelResources, Manifest, Toolchain};
-use kiln_pins::{HipArch, Pins, Sm};
-use kiln_toolchain::{fetch, Cache, Runner};
+use kiln_pins::{Pins, SassBy, Sm, Target};
+use kiln_toolchain::fetch;
 use kiln_validate::{
     ar,
     compare::{KernelSets, Rule},
@@ -22,24 +22,31 @@ pub struct Collected {
     pub file: PathBuf,
 }
 
-/// The built outputs in job order, or one error that lists every failure.
-pub fn successes(jobs: &[Job], results: Vec<Result<Built, Failed>>) -> Result<Vec<(Job, Built)>> {
+/// The built outputs in node order, or one error that lists every failure
+/// (and, briefly, what was not run because of one).
+pub fn successes(nodes: &[Node], results: Vec<Result<Built, Failed>>) -> Result<Vec<Built>> {
     let mut ok = Vec::new();
     let mut failed = Vec::new();
-    for (job, r) in jobs.iter().zip(results) {
+    let mut not_run = Vec::new();
+    for r in results {
         match r {
-            Ok(b) => ok.push((job.clone(), b)),
+            Ok(b) => ok.push(b),
+            Err(f) if f.skipped() => not_run.push(f.job),
             Err(f) => failed.push(f),
         }
     }
     if !failed.is_empty() {
         let list: Vec<String> = failed.iter().map(|f| f.to_string()).collect();
-        bail!("{} of {} compile jobs failed; nothing was written to the dist folder:\n{}", failed.len(), jobs.len(), list.join("\n"));
+        let mut text = format!("{} of {} jobs failed; nothing was written to the dist folder:\n{}", failed.len(), nodes.len(), list.join("\n"));
+        if !not_run.is_empty() {
+            text.push_str(&format!("\nnot run, as they read a failed job's output: {}", not_run.join(", ")));
+        }
+        bail!(text);
     }
     Ok(ok)
 }
 
-/// Where a module job's (or the archive's) output goes in the dist folder.
+/// Where an artifact goes in the dist folder (and the manifest's `path`).
 pub fn dist_path(job: &Job) -> String {
     match job.kind {
         Kind::Hsaco => format!("hip/{}/{}.hsaco", job.arch, job.module),
@@ -50,11 +57,16 @@ pub fn dist_path(job: &Job) -> String {
     }
 }
 
-fn base(job: &Job, backend: Backend, kind: kiln_manifest::Kind, bytes: &[u8], kernels: Vec<String>) -> Artifact {
+/// Where a module's HIP bundle goes.
+pub fn bundle_path(module: &str) -> String {
+    format!("hip/bundle/{module}.hipfb")
+}
+
+fn base(job: &Job, kind: kiln_manifest::Kind, bytes: &[u8], kernels: Vec<String>) -> Artifact {
     Artifact {
         module: job.module.clone(),
-        backend,
-        arch: job.arch.clone(),
+        backend: job.arch.backend(),
+        arch: job.arch.to_string(),
         kind,
         path: dist_path(job),
         size: bytes.len() as u64,
@@ -84,28 +96,25 @@ pub fn artifacts(pins: &Pins, built: &[(Job, Built)]) -> Result<Vec<Collected>> 
 
 fn describe(pins: &Pins, job: &Job, bytes: &[u8]) -> Result<Artifact> {
     use kiln_manifest::Kind as K;
-    Ok(match job.kind {
-        Kind::Hsaco => {
-            let arch = HipArch::parse(&job.arch).map_err(anyhow::Error::msg)?;
+    Ok(match (job.kind, job.target()) {
+        (Kind::Hsaco, Some(Target::Hip(arch))) => {
             let h = hsaco::check(bytes, arch.as_str(), arch.mach(), pins.targets.code_object_version)?;
-            let mut a = base(job, Backend::Hip, K::Hsaco, bytes, h.kernel_names());
+            let mut a = base(job, K::Hsaco, bytes, h.kernel_names());
             a.resources = h.kernels.into_iter().map(resources).collect();
             a
         }
-        Kind::Ptx => {
-            let sm = Sm::parse_prefixed(&job.arch, "compute_").map_err(anyhow::Error::msg)?;
+        (Kind::Ptx, Some(Target::Ptx(sm))) => {
             let text = std::str::from_utf8(bytes).context("PTX is not UTF-8 text")?;
             let p = ptx::check(text, sm.0)?;
-            let mut a = base(job, Backend::Cuda, K::Ptx, bytes, p.entries);
+            let mut a = base(job, K::Ptx, bytes, p.entries);
             a.ptx_version = Some(p.version);
             a
         }
-        Kind::Cubin => {
-            let sm = Sm::parse_prefixed(&job.arch, "sm_").map_err(anyhow::Error::msg)?;
+        (Kind::Cubin, Some(Target::Sass(sm))) => {
             let c = cubin::check(bytes, sm.0)?;
-            base(job, Backend::Cuda, K::Cubin, bytes, c.kernels)
+            base(job, K::Cubin, bytes, c.kernels)
         }
-        Kind::Object | Kind::Staticlib => unreachable!("handled by staticlib()"),
+        _ => unreachable!("{job}: not a module's job"),
     })
 }
 
@@ -126,62 +135,80 @@ fn resources(k: hsaco::KernelResources) -> KernelResources {
 /// The Rust file whose `extern "C"` block the static library must satisfy.
 pub const FFI_DECLARATIONS: &str = "src/ffi.rs";
 
-/// Archives the static library's objects and checks it: SASS for every sm
+/// Checks the static library (the archive job's output): SASS for every sm
 /// in every object, and every function candle's `ffi` module declares.
-#[allow(clippy::too_many_arguments)]
-pub fn staticlib(
-    runner: &Runner,
-    cache: &Cache,
-    plan: &Plan,
-    pins: &Pins,
-    source: &SourceCrate,
-    objects: &[(Job, Built)],
-    say: &(dyn Fn(String) + Sync),
-) -> Result<Collected> {
-    let lib = &pins.candle.staticlib.name;
-    let arch = objects[0].0.arch.clone();
-    let staged: Vec<(String, PathBuf)> = objects.iter().map(|(j, b)| (j.output.clone(), b.path.clone())).collect();
-    let job = cuda::archive_job(plan, lib, &arch, staged);
-    let results = run_all(runner, cache, std::slice::from_ref(&job), &kiln_build::Options { workers: 1, ..Default::default() }, say);
-    let (_, built) = successes(std::slice::from_ref(&job), results)?.remove(0);
-    let bytes = fs::read(&built.path)?;
-
+pub fn staticlib(source: &SourceCrate, job: &Job, built: &Built) -> Result<Collected> {
+    let lib = &job.module;
+    let Arch::Fat { sass: sms, ptx } = &job.arch else { unreachable!("{job}: not the static library") };
+    let bytes = fs::read(&built.path).with_context(|| format!("cannot read {}", built.path.display()))?;
     let decl = source.path(FFI_DECLARATIONS);
     let rust = fs::read_to_string(&decl).with_context(|| format!("cannot read {}", decl.display()))?;
     let required = ar::extern_fns(&rust);
     if required.is_empty() {
         bail!("{} declares no extern \"C\" functions: has candle-kernels' ffi module moved?", decl.display());
     }
-    let sms: Vec<u32> = arch.split('+').map(|s| Sm::parse_prefixed(s, "sm_").map(|s| s.0)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
-    let a = ar::check(&bytes, &sms, &required).with_context(|| format!("static library lib{lib}.a ({arch}) failed validation"))?;
+    let levels: Vec<u32> = sms.iter().map(|s| s.0).collect();
+    let ptx: Vec<u32> = ptx.iter().map(|l| l.0).collect();
+    let a = ar::check(&bytes, &levels, &ptx, &required).with_context(|| format!("static library lib{lib}.a ({}) failed validation", job.arch))?;
     // The C ABI surface: what a consumer can call (C++ symbols are internal).
     let exported: Vec<String> = a.functions().into_iter().filter(|f| !f.starts_with("_Z")).collect();
-    let artifact = base(&job, Backend::Cuda, kiln_manifest::Kind::Staticlib, &bytes, exported);
-    Ok(Collected { artifact, file: built.path })
+    let artifact = base(job, kiln_manifest::Kind::Staticlib, &bytes, exported);
+    Ok(Collected { artifact, file: built.path.clone() })
 }
 
-/// Every module must export the same kernels on every target: AMD targets
-/// exactly the floor PTX's, NVIDIA targets at least those, and a newer
-/// NVIDIA arch never fewer than an older one (candle gates fp8 kernels on sm_89).
+/// Every module must export the same kernels on every target, as upstream's
+/// own arch gates decide them:
+/// - AMD targets exactly the kernels of the PTX level the HIP shims emulate
+///   (`__CUDA_ARCH__` [`kiln_build::hip::EMULATED_CUDA_ARCH`]);
+/// - NVIDIA targets at least the floor PTX's, and a newer arch never fewer
+///   than an older one (candle gates bf16 kernels on 800, fp8 on 890);
+/// - SASS assembled by the newer ptxas exactly the kernels of the PTX it came from.
 pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
     let mut problems = Vec::new();
     let mut ascending: Vec<(u32, String)> = pins.targets.cuda_ptx.iter().map(|s| (s.0, s.ptx())).collect();
     ascending.extend(pins.targets.cuda_sass.iter().map(|s| (s.0, s.sass())));
     ascending.sort();
     let ascending: Vec<String> = ascending.into_iter().map(|(_, t)| t).collect();
+    let emulated = Sm(kiln_build::hip::EMULATED_CUDA_ARCH).ptx();
     for module in &pins.candle.modules {
-        let mut sets = KernelSets::default();
-        let mut first = None;
+        let of = |arch: &str| collected.iter().find(|c| &c.artifact.module == module && c.artifact.arch == arch);
+        let (mut amd, mut cuda) = (KernelSets::default(), KernelSets::default());
+        let (mut first_amd, mut first_cuda) = (None, None);
         for c in collected.iter().filter(|c| &c.artifact.module == module) {
+            let (sets, first) = if c.artifact.backend == Backend::Hip { (&mut amd, &mut first_amd) } else { (&mut cuda, &mut first_cuda) };
             sets.add(&c.artifact.arch, &c.artifact.kernels);
             first.get_or_insert(c.artifact.arch.clone());
         }
-        let Some(first) = first else { continue };
-        let floor = pins.targets.cuda_ptx[0].ptx();
-        let reference = if collected.iter().any(|c| &c.artifact.module == module && c.artifact.arch == floor) { floor } else { first };
-        let rule = |t: &str| if t.starts_with("gfx") { Rule::Equal } else { Rule::Superset };
-        for d in sets.differences(&reference, rule).into_iter().chain(sets.monotonic(&ascending)) {
-            problems.push(format!("module {module}: {d}"));
+        if let Some(first) = first_amd {
+            // Against the emulated level's PTX where this run built it, else against each other.
+            let reference = match of(&emulated) {
+                Some(c) => {
+                    amd.add(&emulated, &c.artifact.kernels);
+                    emulated.clone()
+                }
+                None => first,
+            };
+            problems.extend(amd.differences(&reference, |_| Rule::Equal).into_iter().map(|d| format!("module {module}: {d}")));
+        }
+        if let Some(first) = first_cuda {
+            let floor = pins.targets.cuda_ptx[0].ptx();
+            let reference = if of(&floor).is_some() { floor } else { first };
+            for d in cuda.differences(&reference, |_| Rule::Superset).into_iter().chain(cuda.monotonic(&ascending)) {
+                problems.push(format!("module {module}: {d}"));
+            }
+            for &sm in &pins.targets.cuda_sass {
+                let SassBy::Ptxas { from } = pins.sass_by(sm) else { continue };
+                if let (Some(c), Some(p)) = (of(&sm.sass()), of(&from.ptx())) {
+                    let mut pair = KernelSets::default();
+                    pair.add(&from.ptx(), &p.artifact.kernels);
+                    pair.add(&sm.sass(), &c.artifact.kernels);
+                    problems.extend(
+                        pair.differences(&from.ptx(), |_| Rule::Equal)
+                            .into_iter()
+                            .map(|d| format!("module {module}: {d} (assembled from it by ptxas)")),
+                    );
+                }
+            }
         }
     }
     if !problems.is_empty() {
@@ -190,58 +217,31 @@ pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
     Ok(())
 }
 
-/// Per module, one clang offload bundle of its code objects for every pinned
-/// gfx arch (the drop-in's `Module::hsaco()`), read back entry by entry
-/// against the code objects that went in. A module built for only some of
-/// the archs (`--arch`) gets none: a bundle promises every carried arch.
-/// Bundles are kept in the cache under their own sha256 (content-addressed).
-pub fn hip_bundles(cache: &Cache, pins: &Pins, collected: &[Collected]) -> Result<Vec<Collected>> {
+/// The HIP bundles (built and read back in the graph: [`crate::graph`]) as
+/// artifacts. Every entry exports the same kernels: [`compare_kernel_sets`]
+/// held each module's code objects to the PTX floor's.
+pub fn hip_bundles(pins: &Pins, collected: &[Collected], bundles: &[(String, Built)]) -> Result<Vec<Collected>> {
     let archs: Vec<String> = pins.targets.hip.iter().map(|a| a.to_string()).collect();
     let mut out = Vec::new();
-    if archs.is_empty() {
-        return Ok(out);
-    }
-    for module in &pins.candle.modules {
-        let objects: Vec<&Collected> = archs
+    for (module, built) in bundles {
+        let first = collected
             .iter()
-            .filter_map(|arch| {
-                collected.iter().find(|c| c.artifact.kind == kiln_manifest::Kind::Hsaco && &c.artifact.module == module && &c.artifact.arch == arch)
-            })
-            .collect();
-        if objects.len() != archs.len() {
-            continue;
-        }
-        let bytes =
-            objects.iter().map(|c| fs::read(&c.file).with_context(|| format!("cannot read {}", c.file.display()))).collect::<Result<Vec<_>>>()?;
-        let inputs: Vec<(&str, &[u8])> = objects.iter().zip(&bytes).map(|(c, b)| (c.artifact.arch.as_str(), b.as_slice())).collect();
-        let bundle = kiln_build::bundle::write(&inputs);
-        // Each entry's e_flags machine value is checked too, from kiln-target's table.
-        let mach = |g: &str| HipArch::parse(g).ok().map(|a| a.mach());
-        kiln_validate::bundle::verify_with(&bundle, &inputs, &mach)
-            .with_context(|| format!("the HIP code-object bundle of module {module} does not read back"))?;
-        let sha256 = fetch::sha256_bytes(&bundle);
-        let file = cache.root().join("bundles").join(format!("{sha256}.hipfb"));
-        if fetch::sha256_file(&file).ok().as_deref() != Some(sha256.as_str()) {
-            let dir = file.parent().expect("bundles/ has a parent");
-            fs::create_dir_all(dir)?;
-            let tmp = dir.join(format!(".{sha256}.{}.part", std::process::id()));
-            fs::write(&tmp, &bundle).with_context(|| format!("cannot write {}", tmp.display()))?;
-            fs::rename(&tmp, &file).with_context(|| format!("cannot move {} to {}", tmp.display(), file.display()))?;
-        }
+            .find(|c| c.artifact.kind == kiln_manifest::Kind::Hsaco && &c.artifact.module == module && c.artifact.arch == archs[0])
+            .with_context(|| format!("module {module} has a bundle but no code object"))?;
+        let bytes = fs::read(&built.path).with_context(|| format!("cannot read {}", built.path.display()))?;
         let artifact = Artifact {
             module: module.clone(),
             backend: Backend::Hip,
             arch: archs.join("+"),
             kind: kiln_manifest::Kind::Bundle,
-            path: format!("hip/bundle/{module}.hipfb"),
-            size: bundle.len() as u64,
-            sha256,
-            // Every entry exports the same kernels: compare_kernel_sets held them to the PTX floor's.
-            kernels: objects[0].artifact.kernels.clone(),
+            path: bundle_path(module),
+            size: bytes.len() as u64,
+            sha256: fetch::sha256_bytes(&bytes),
+            kernels: first.artifact.kernels.clone(),
             ptx_version: None,
             resources: Vec::new(),
         };
-        out.push(Collected { artifact, file });
+        out.push(Collected { artifact, file: built.path.clone() });
     }
     Ok(out)
 }

@@ -6,9 +6,14 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
+use kiln_build::store;
 use kiln_manifest::{Package, Toolchain};
 use kiln_pins::{PackagePin, Pins};
-use kiln_toolchain::Runner;
+use kiln_toolchain::{
+    wheel::{self, Tool},
+    Cache, Mount, Runner,
+};
+use xshell::Shell;
 
 /// `1:17.0.6-22+b2` → `17.0.6`; `12.4.131~12.4.1-2` → `12.4.131`: the
 /// upstream version inside a Debian version (no epoch, revision or `~` suffix).
@@ -42,8 +47,44 @@ fn mismatch(what: &str, found: &str, pin: &PackagePin) -> anyhow::Error {
     )
 }
 
-/// Checks every compiler against its pin; returns the toolchain's identity for the manifest.
-pub fn check(runner: &Runner, pins: &Pins) -> Result<Toolchain> {
+/// The pinned newer ptxas, unpacked from its wheel and run once in the
+/// sandbox (`ptxas --version` must name the pinned version): a binary that
+/// cannot run against the sysroot's libraries fails here, not in every job.
+pub fn ptxas(runner: &Runner, cache: &Cache, pins: &Pins) -> Result<Option<Tool>> {
+    let Some(pin) = &pins.toolchain.ptxas else { return Ok(None) };
+    let tool = wheel::tool(&Shell::new()?, cache, pin, PTXAS_MEMBER)?;
+    let dir = cache.scratch("ptxas-check")?;
+    let result = (|| -> Result<String> {
+        store::link_or_copy(&tool.path, &dir.join("ptxas"))?;
+        let log = dir.join("version.log");
+        let mounts = [Mount { host: dir.clone(), at: "/kiln/job", writable: true }];
+        let status = runner.run(&mounts, "/kiln/job", &["/kiln/job/ptxas".into(), "--version".into()], &log)?;
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if !status.success() {
+            bail!("the pinned ptxas ({}) does not run in the toolchain's sandbox ({status}):\n{text}", tool.origin);
+        }
+        Ok(text)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = result?;
+    let v = nvcc_version(&text).with_context(|| format!("cannot read a version from `ptxas --version`:\n{text}"))?;
+    if v != pin.version {
+        bail!(
+            "the ptxas in {} says it is {v}, but pins.toml pins {} {}: the wheel does not hold what its name says",
+            pin.file_name(),
+            pin.package,
+            pin.version
+        );
+    }
+    Ok(Some(tool))
+}
+
+/// Where ptxas is inside the `nvidia-cuda-nvcc-cu12` wheel.
+pub const PTXAS_MEMBER: &str = "nvidia/cuda_nvcc/bin/ptxas";
+
+/// Checks every compiler against its pin; returns the toolchain's identity
+/// for the manifest (with the pinned ptxas, when the build uses it).
+pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>) -> Result<Toolchain> {
     let t = &pins.toolchain;
     let mut reported = BTreeMap::new();
 
@@ -99,6 +140,10 @@ pub fn check(runner: &Runner, pins: &Pins) -> Result<Toolchain> {
     for (role, pin) in pins.compilers() {
         let deb = closure.find(&pin.package).context("a compiler is missing from the closure")?;
         packages.insert(role.to_string(), Package { package: pin.package.clone(), version: pin.version.clone(), sha256: deb.sha256.clone() });
+    }
+    if let (Some(_), Some(pin)) = (ptxas, &t.ptxas) {
+        packages.insert("ptxas".into(), Package { package: pin.package.clone(), version: pin.version.clone(), sha256: pin.sha256.clone() });
+        reported.insert("ptxas".into(), pin.version.clone());
     }
     Ok(Toolchain { identity: runner.sysroot().identity.clone(), distribution: t.distribution.clone(), suite: t.suite.clone(), packages, reported })
 }

@@ -116,13 +116,13 @@ impl Costs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_build::{Backend, Kind};
+    use kiln_build::{Arch, Kind};
+    use kiln_pins::Target;
 
     fn job(kind: Kind, arch: &str, module: &str) -> Job {
         Job {
             module: module.into(),
-            backend: if kind == Kind::Hsaco { Backend::Hip } else { Backend::Cuda },
-            arch: arch.into(),
+            arch: Arch::One(Target::parse(arch).unwrap()),
             kind,
             argv: vec![],
             output: String::new(),
@@ -143,8 +143,8 @@ mod tests {
         assert_eq!(c.seconds["cubin sm_80 binary"], 20.0, "tenths of a second");
         let jobs = [
             job(Kind::Cubin, "sm_90", "binary"),
-            job(Kind::Cubin, "sm_100", "binary"), // a new target: its module's other cubins
-            job(Kind::Cubin, "sm_100", "cast"),   // a new module: every cubin
+            job(Kind::Cubin, "sm_120", "binary"), // a new target: its module's other cubins
+            job(Kind::Cubin, "sm_120", "cast"),   // a new module: every cubin
             job(Kind::Hsaco, "gfx90a", "cast"),   // nothing of its kind measured
         ];
         assert_eq!(c.estimate(&jobs), vec![30_000, 25_000, 25_000, UNKNOWN_MS]);

@@ -1,18 +1,21 @@
 //! `cargo xtask dist` as a library: from the pin file to `target/dist/`.
 //!
 //! [`run`] provisions the pinned toolchain and checks it ([`compilers`]),
-//! fetches the kernel sources, selects the jobs ([`select`]), runs them
-//! through kiln-build's cache, reads every output back ([`collect`]), and
-//! only when all of that succeeded replaces the dist folder in one step
+//! fetches the kernel sources, selects the jobs ([`select`]) and makes them
+//! one job graph with the static library, the HIP bundles and the crates'
+//! payloads ([`graph`]), runs it through kiln-build's cache, reads every
+//! output back ([`collect`]), packages the crates ([`package`]), and only
+//! when all of that succeeded replaces the dist folder in one step
 //! ([`output`]). [`lock`] compares the result with the committed hashes.
-//! Beyond one machine: [`shard`] builds a part of the plan (balanced by
-//! [`costs`]) into a [`part`], and [`merge`] assembles parts into the same
-//! dist folder a single machine writes.
+//! Beyond one machine: [`shard`] builds a part of the plan's compiles
+//! (balanced by [`costs`]) into a [`part`], and [`merge`] assembles parts
+//! into the same dist folder a single machine writes.
 
 pub mod cache_admin;
 pub mod collect;
 pub mod compilers;
 pub mod costs;
+pub mod graph;
 pub mod lock;
 pub mod merge;
 pub mod output;
@@ -25,7 +28,7 @@ pub mod verify;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use kiln_build::{run_all, upstream, upstream::SourceCrate, Job, Plan};
+use kiln_build::{run_graph, upstream, upstream::SourceCrate, Job, Plan};
 use kiln_manifest::{Manifest, Toolchain};
 use kiln_pins::Pins;
 use kiln_toolchain::{remote, sysroot, Cache, Runner};
@@ -34,6 +37,8 @@ pub use select::Selection;
 
 /// Where kiln's HIP shims live, relative to the repository root.
 pub const SHIMS_DIR: &str = "kernels/hip";
+/// Where kiln's CUDA headers live (force-included into the static library's objects).
+pub const CUDA_HEADERS_DIR: &str = "kernels/cuda";
 
 #[derive(Clone)]
 pub struct Options {
@@ -89,7 +94,8 @@ pub fn prepare(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Re
     opts.selection.check(pins)?;
     let root = sysroot::provision(&cache, pins, opts.workers, say)?;
     let runner = Runner::new(root)?;
-    let toolchain = compilers::check(&runner, pins)?;
+    let ptxas = if opts.selection.needs_ptxas(pins) { compilers::ptxas(&runner, &cache, pins)? } else { None };
+    let toolchain = compilers::check(&runner, pins, ptxas.as_ref())?;
 
     let c = &pins.candle;
     let source = upstream::fetch_crate(&cache, &c.crate_name, &c.version, &c.sha256, &|l| say(l))?;
@@ -97,17 +103,22 @@ pub fn prepare(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Re
     if !shims.is_dir() {
         bail!("kiln's HIP shims are missing: {} is not a folder", shims.display());
     }
-    let plan = Plan::new(source.root.clone(), format!("{} {}", c.crate_name, c.version), shims);
+    let mut plan =
+        Plan::new(source.root.clone(), format!("{} {}", c.crate_name, c.version), shims).with_cuda_headers(opts.repo.join(CUDA_HEADERS_DIR));
+    if let Some(tool) = ptxas {
+        plan = plan.with_ptxas(tool);
+    }
     Ok(Prepared { cache, runner, toolchain, source, plan })
 }
 
-/// The compile jobs of `selection`: the module jobs, then the static
-/// library's objects; and how many of them are module jobs.
-pub fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<(Vec<Job>, usize)> {
-    let jobs = selection.module_jobs(plan, pins)?;
-    let objects = if selection.wants_staticlib(pins) { selection.object_jobs(plan, pins)? } else { Vec::new() };
-    let n_modules = jobs.len();
-    Ok((jobs.into_iter().chain(objects).collect(), n_modules))
+/// The compile jobs of `selection` (what shards divide): the module jobs,
+/// then the static library's objects, in plan order.
+pub fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
+    let mut jobs = selection.module_jobs(plan, pins)?;
+    if selection.wants_staticlib(pins) {
+        jobs.extend(selection.object_jobs(plan, pins)?);
+    }
+    Ok(jobs)
 }
 
 /// Builds, validates and publishes; on any error the previous `out` is left as it was.
@@ -120,30 +131,47 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     if stale > 0 {
         say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", opts.out.display()));
     }
+
     let Prepared { cache, runner, toolchain, source, plan } = prepare(pins, opts, say)?;
 
-    let (all, n_modules) = compile_jobs(&opts.selection, &plan, pins)?;
+    let package = opts.package && opts.selection.is_all();
+    if opts.package && !package {
+        say("not packaging crates: they need every artifact, and this run builds a selection".into());
+    }
+    let toolchain_files = kiln_package::sources::ToolchainFiles::in_sysroot(&runner.sysroot().root);
+    let g = graph::build(pins, &plan, &opts.selection, package, &toolchain_files)?;
     say(format!(
-        "building {} of {} ({} module jobs, {} static-library objects) with {} workers; cache {}",
+        "building {} of {} ({}) with {} workers; cache {}",
         opts.selection.describe(),
         plan.src_name,
-        n_modules,
-        all.len() - n_modules,
+        g.describe(),
         opts.workers,
         cache.root().display()
     ));
     let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, no_compile: opts.no_compile, ..Default::default() };
-    let results = run_all(&runner, &cache, &all, &run_opts, say);
-    let built = collect::successes(&all, results)?;
+    let results = run_graph(&runner, &cache, &g.nodes, &run_opts, say);
+    let built = collect::successes(&g.nodes, results)?;
     let store = kiln_build::store::Store::new(&cache);
-    let compiled = built.iter().map(|(j, b)| (costs::label(j), if b.cached { store.seconds(&b.key) } else { Some(b.seconds) })).collect();
+    let compiled = g
+        .nodes
+        .iter()
+        .zip(&built)
+        .filter_map(|(n, b)| match &n.work {
+            kiln_build::Work::Command(j) if j.kind.is_compile() => {
+                Some((costs::label(j), if b.cached { store.seconds(&b.key) } else { Some(b.seconds) }))
+            }
+            _ => None,
+        })
+        .collect();
 
-    let mut collected = collect::artifacts(pins, &built[..n_modules])?;
-    if n_modules < all.len() {
-        collected.push(collect::staticlib(&runner, &cache, &plan, pins, &source, &built[n_modules..], say)?);
+    let modules: Vec<(kiln_build::Job, kiln_build::Built)> = g.modules.iter().map(|&i| (g.job(i).clone(), built[i].clone())).collect();
+    let mut collected = collect::artifacts(pins, &modules)?;
+    if let Some(a) = g.archive {
+        collected.push(collect::staticlib(&source, g.job(a), &built[a])?);
     }
     collect::compare_kernel_sets(pins, &collected)?;
-    let bundles = collect::hip_bundles(&cache, pins, &collected)?;
+    let bundles: Vec<(String, kiln_build::Built)> = g.bundles.iter().map(|(m, i)| (m.clone(), built[*i].clone())).collect();
+    let bundles = collect::hip_bundles(pins, &collected, &bundles)?;
     collected.extend(bundles);
     let manifest = collect::manifest(pins, toolchain, &collected);
 
@@ -155,14 +183,21 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     }
     let staged = output::stage(&opts.out, &manifest, &collected)?;
     output::failpoint("staged");
-    let (crates, package_key) = if opts.package && opts.selection.is_all() {
-        let (records, key) = package::crates(&runner, &cache, &plan, pins, &opts.repo, &source, &manifest, &staged.dir, say)?;
-        (records, Some(key))
-    } else {
-        if opts.package {
-            say("not packaging crates: they need every artifact, and this run built a selection".into());
+    let (crates, package_key) = match &g.package {
+        Some(p) => {
+            let mut artifacts = std::collections::BTreeMap::new();
+            for &(of, payload) in &p.payloads {
+                let path = match g.bundles.iter().find(|(_, i)| *i == of) {
+                    Some((module, _)) => collect::bundle_path(module),
+                    None => collect::dist_path(g.job(of)),
+                };
+                artifacts.insert(path, built[payload].path.clone());
+            }
+            let payloads = package::Payloads { artifacts, slices: built[p.slices].path.clone(), cudart: built[p.cudart].path.clone() };
+            let (records, key) = package::crates(&runner, &cache, pins, &opts.repo, &source, &manifest, &payloads, &staged.dir, say)?;
+            (records, Some(key))
         }
-        (Vec::new(), None)
+        None => (Vec::new(), None),
     };
     staged.commit(&opts.out)?;
     if opts.selection.is_all() {
@@ -175,7 +210,6 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
             debs: pins.closure().map(|c| c.debs.iter().map(|d| format!("{}.deb", d.sha256)).collect()).unwrap_or_default(),
             keys: kiln_build::store::touched_keys(),
             packages: package_key.into_iter().collect(),
-            bundles: collected.iter().filter(|c| c.artifact.kind == kiln_manifest::Kind::Bundle).map(|c| name(&c.file)).collect(),
         };
         if let Err(e) = cache_admin::record(&cache, &rec) {
             say(format!("warning: cannot record what this dist used for `cargo xtask cache gc`: {e:#}"));

@@ -100,8 +100,7 @@ pub fn run(
     let first = &parts[0].1;
     let n = first.shard.n;
     // The parts say what was built; this merge builds the same selection.
-    let opts =
-        Options { selection: Selection { modules: first.plan.modules.clone(), archs: first.plan.archs.clone() }, no_compile: true, ..opts.clone() };
+    let opts = Options { selection: Selection::new(first.plan.modules.clone(), &first.plan.archs, pins)?, no_compile: true, ..opts.clone() };
     output::check(&opts.out)?;
     // The checks need no remote cache; the dist below uses it, if one is given.
     let prepared = prepare(pins, &Options { remote: None, ..opts.clone() }, say)?;

@@ -1,38 +1,54 @@
-//! The packaging step of dist: the artifact crates from the staged dist
-//! folder, with the pinned toolchain's `ar`, its static CUDA runtime and
-//! licence texts. The crates land in `<dist>/crates/` with `crates.json`.
+//! The last step of dist: the artifact crates, generated around the payloads
+//! the job graph compressed (and the static library's slices), packaged with
+//! cargo. The crates land in `<dist>/crates/` with `crates.json`.
 
-use std::{fs, io, path::Path};
+use std::{
+    collections::BTreeMap,
+    fs, io,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{bail, Context, Result};
-use kiln_build::{cuda, run_all, upstream::SourceCrate, Plan};
+use kiln_build::upstream::SourceCrate;
 use kiln_manifest::Manifest;
-use kiln_package::{cargo, generate};
+use kiln_package::{
+    cargo, generate,
+    sources::{Sources, ToolchainFiles},
+};
 use kiln_pins::Pins;
 use kiln_toolchain::{fetch, Cache, Runner};
 
 pub use kiln_package::record::{CrateRecord, CRATES_DIR, CRATES_JSON, SOURCES_DIR};
 
+/// What the graph made for the crates: the compressed payloads and slices.
+pub struct Payloads {
+    /// Each artifact's compressed bytes, by its manifest path.
+    pub artifacts: BTreeMap<String, PathBuf>,
+    /// The static library's slices ([`kiln_package::slices`]).
+    pub slices: PathBuf,
+    /// `libcudart_static.a`, compressed.
+    pub cudart: PathBuf,
+}
+
+/// Generates the crates around the payloads and packages them into
+/// `<staged>/crates/`, or copies them from the cache; returns their records
+/// and the cache key of the set.
 #[allow(clippy::too_many_arguments)]
 pub fn crates(
     runner: &Runner,
     cache: &Cache,
-    plan: &Plan,
     pins: &Pins,
     repo: &Path,
     source: &SourceCrate,
     manifest: &Manifest,
+    payloads: &Payloads,
     staged: &Path,
     say: &(dyn Fn(String) + Sync),
 ) -> Result<(Vec<CrateRecord>, String)> {
-    let root = &runner.sysroot().root;
-    let template = repo.join("crates/kiln-package/template");
-    let kiln_manifest = repo.join("crates/kiln-manifest");
-    let kiln_target = repo.join("crates/kiln-target");
-    // The generator's own code is an input too: a fix to it must repackage.
-    let generator = repo.join("crates/kiln-package/src");
-    let key =
-        cache_key(runner, pins, manifest, &[&template, &kiln_manifest, &kiln_target, &generator], &source.path(crate::collect::FFI_DECLARATIONS))?;
+    let sources = Sources::in_repo(repo);
+    let toolchain = ToolchainFiles::in_sysroot(&runner.sysroot().root);
+    let ffi_rs = source.path(crate::collect::FFI_DECLARATIONS);
+    let key = cache_key(runner, pins, manifest, &sources.trees(), &ffi_rs)?;
     let cached = cache.objects().join("packages").join(&key);
     if cached.join(CRATES_JSON).is_file() {
         match verify_cached(&cached) {
@@ -53,30 +69,20 @@ pub fn crates(
             }
         }
     }
+    let t = std::time::Instant::now();
     let work = cache.scratch("crates")?;
     let _cleanup = RemoveOnDrop(work.clone());
     let gen_root = work.join("ws");
-    let archive = |lib: &str, objects: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
-        let job = cuda::archive_job(plan, lib, "parts", objects);
-        let results = run_all(runner, cache, std::slice::from_ref(&job), &kiln_build::Options { workers: 1, ..Default::default() }, &|_| {});
-        let (_, built) = crate::collect::successes(std::slice::from_ref(&job), results)?.remove(0);
-        Ok(built.path)
-    };
-    let kiln_version = env!("CARGO_PKG_VERSION");
     let inputs = generate::Inputs {
         pins,
         manifest,
-        dist: staged,
-        ffi_rs: &source.path(crate::collect::FFI_DECLARATIONS),
-        cudart_static: &root.join("usr/lib/x86_64-linux-gnu/libcudart_static.a"),
-        nvidia_license: &root.join("usr/share/doc/nvidia-cuda-dev/copyright"),
-        apache_license: &root.join("usr/share/common-licenses/Apache-2.0"),
-        template: &template,
-        kiln_manifest: &kiln_manifest,
-        kiln_target: &kiln_target,
-        kiln_version,
-        repository: "https://github.com/kiln-gpu/kiln",
-        archive: &archive,
+        payloads: &payloads.artifacts,
+        slices: &payloads.slices,
+        cudart_payload: &payloads.cudart,
+        ffi_rs: &ffi_rs,
+        sources: &sources,
+        toolchain: &toolchain,
+        kiln_version: env!("CARGO_PKG_VERSION"),
     };
     say(format!("packaging {} {} crates", pins.artifact_crate.name, pins.crate_version()));
     let generated = generate::generate(&inputs, &gen_root)?;
@@ -111,6 +117,7 @@ pub fn crates(
     let tmp = cache.scratch("packages")?;
     copy_tree(&dest, &tmp)?;
     kiln_toolchain::cache::publish_dir(&tmp, &cached)?;
+    say(format!("packaged {} crates in {:.1} s", records.len(), t.elapsed().as_secs_f64()));
     Ok((records, key))
 }
 
@@ -136,9 +143,9 @@ pub fn verify_cached(dir: &Path) -> Result<Vec<CrateRecord>> {
 /// `ffi.rs`, the toolchain (static cudart, licence texts), the crate pins.
 fn cache_key(runner: &Runner, pins: &Pins, manifest: &Manifest, trees: &[&Path], ffi: &Path) -> Result<String> {
     let mut text = format!(
-        "kiln-package v1\nkiln {}\nzstd {}\ntoolchain {}\ncrate {} {}\nffi {}\n",
+        "kiln-package v1\nkiln {}\n{}\ntoolchain {}\ncrate {} {}\nffi {}\n",
         env!("CARGO_PKG_VERSION"),
-        kiln_package::compress::LEVEL,
+        kiln_package::compress::recipe(),
         runner.sysroot().identity,
         pins.artifact_crate.name,
         pins.crate_version(),

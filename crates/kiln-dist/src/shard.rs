@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use kiln_build::{job::Hashes, run_all, Job, Kind};
+use kiln_build::{job::Hashes, run_graph, Job, Kind, Node};
 use kiln_pins::Pins;
 use kiln_toolchain::fetch;
 
@@ -51,7 +51,7 @@ pub fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
 pub fn identity(pins: &Pins, opts: &Options, toolchain: &str, jobs: &[Job], keys: &[String], costs_text: &[u8]) -> PlanIdentity {
     let c = &pins.candle;
     let source = format!("{} {} {}", c.crate_name, c.version, c.sha256);
-    let targets = crate::select::known_archs(pins);
+    let targets: Vec<String> = crate::select::known_targets(pins).iter().map(|t| t.to_string()).collect();
     let costs = if costs_text.is_empty() { String::new() } else { fetch::sha256_bytes(costs_text) };
     // `--module a --module b` and `--module b --module a` select the same jobs.
     let sorted = |v: &[String]| -> Vec<String> {
@@ -60,7 +60,8 @@ pub fn identity(pins: &Pins, opts: &Options, toolchain: &str, jobs: &[Job], keys
         v.dedup();
         v
     };
-    let (modules, archs) = (sorted(&opts.selection.modules), sorted(&opts.selection.archs));
+    let archs: Vec<String> = opts.selection.archs.iter().map(|t| t.to_string()).collect();
+    let (modules, archs) = (sorted(&opts.selection.modules), sorted(&archs));
     let mut text = format!(
         "kiln-plan v1\ntoolchain {toolchain}\nsource {source}\ntargets {}\nmodules {}\narchs {}\ncosts {costs}\n",
         targets.join(" "),
@@ -98,7 +99,8 @@ impl ShardPlan {
     pub fn new(pins: &Pins, opts: &Options, p: &Prepared, costs_path: &Path) -> Result<ShardPlan> {
         let costs_text = std::fs::read(costs_path).unwrap_or_default();
         let costs = Costs::load(costs_path)?;
-        let (jobs, n_modules) = crate::compile_jobs(&opts.selection, &p.plan, pins)?;
+        let jobs = crate::compile_jobs(&opts.selection, &p.plan, pins)?;
+        let n_modules = jobs.iter().filter(|j| j.kind != Kind::Object).count();
         let recipes = recipes(&jobs, &p.runner.sysroot().identity)?;
         let keys: Vec<String> = recipes.iter().map(|r| Job::key(r)).collect();
         let labels: Vec<String> = jobs.iter().map(costs::label).collect();
@@ -154,11 +156,12 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
 
     let Prepared { cache, runner, toolchain, .. } = prepared;
     let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, no_compile: opts.no_compile, ..Default::default() };
-    let results = run_all(&runner, &cache, &jobs, &run_opts, say);
-    let built = collect::successes(&jobs, results)?;
+    let nodes: Vec<Node> = jobs.iter().cloned().map(Node::command).collect();
+    let results = run_graph(&runner, &cache, &nodes, &run_opts, say);
+    let built: Vec<(Job, kiln_build::Built)> = jobs.iter().cloned().zip(collect::successes(&nodes, results)?).collect();
     for (i, (j, b)) in mine.iter().zip(&built) {
         if b.key != plan.keys[*i] {
-            bail!("{}: the runner's cache key {} is not the plan's {}: kiln-build and kiln-dist disagree on the recipe", j, b.key, plan.keys[*i]);
+            bail!("{j}: the runner's cache key {} is not the plan's {}: kiln-build and kiln-dist disagree on the recipe", b.key, plan.keys[*i]);
         }
     }
     // Every module artifact is read back here already: a bad one fails this

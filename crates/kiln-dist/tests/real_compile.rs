@@ -9,7 +9,7 @@ use std::{
 };
 
 use kiln_build::{cuda, hip, run_all, Job, Plan};
-use kiln_pins::{HipArch, Pins, Sm};
+use kiln_pins::{HipArch, Pins, Sm, Target};
 use kiln_toolchain::{sysroot, Cache, Runner};
 use kiln_validate::{cubin, hsaco, ptx};
 
@@ -73,20 +73,19 @@ fn the_probe_compiles_for_every_kind_of_target_and_reads_back() {
     let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
     for (job, b) in &built {
         let bytes = fs::read(&b.path).unwrap();
-        let kernels = match job.arch.as_str() {
-            a if a.starts_with("gfx") => {
-                let arch = HipArch::parse(a).unwrap();
-                let h = hsaco::check(&bytes, a, arch.mach(), pins.targets.code_object_version).unwrap();
+        let kernels = match job.target().unwrap() {
+            Target::Hip(arch) => {
+                let h = hsaco::check(&bytes, arch.as_str(), arch.mach(), pins.targets.code_object_version).unwrap();
                 let wave = if arch.wave64() { 64 } else { 32 };
-                assert!(h.kernels.iter().all(|k| k.wavefront_size == wave), "{a}: {:?}", h.kernels);
+                assert!(h.kernels.iter().all(|k| k.wavefront_size == wave), "{arch}: {:?}", h.kernels);
                 h.kernel_names()
             }
-            a if a.starts_with("compute_") => {
-                let p = ptx::check(std::str::from_utf8(&bytes).unwrap(), pins.targets.cuda_ptx[0].0).unwrap();
+            Target::Ptx(level) => {
+                let p = ptx::check(std::str::from_utf8(&bytes).unwrap(), level.0).unwrap();
                 assert!(!p.version.is_empty());
                 p.entries
             }
-            _ => cubin::check(&bytes, 90).unwrap().kernels,
+            Target::Sass(sm) => cubin::check(&bytes, sm.0).unwrap().kernels,
         };
         assert_eq!(kernels, PROBE_KERNELS, "{job}");
     }
@@ -131,7 +130,7 @@ fn a_no_op_rebuild_is_cached_and_a_shim_change_rebuilds_only_hip() {
     fs::write(&forced, format!("{text}\n// touched by a test\n")).unwrap();
     let touched = build(&runner, &pins, &src, &dir.join("shims"), &cache);
     for (job, b) in &touched {
-        let hip = job.arch.starts_with("gfx");
+        let hip = job.arch.backend() == kiln_build::Backend::Hip;
         assert_eq!(b.cached, !hip, "{job}: only HIP jobs read the shims");
     }
     fs::remove_dir_all(dir).unwrap();
@@ -164,7 +163,7 @@ fn validation_refuses_artifacts_for_another_arch() {
     let dir = temp("wrongarch");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
-    let bytes = |arch: &str| fs::read(&built.iter().find(|(j, _)| j.arch == arch).unwrap().1.path).unwrap();
+    let bytes = |arch: &str| fs::read(&built.iter().find(|(j, _)| j.arch.to_string() == arch).unwrap().1.path).unwrap();
     let gfx90a = HipArch::parse("gfx90a").unwrap();
     let e = hsaco::check(&bytes("gfx1100"), "gfx90a", gfx90a.mach(), pins.targets.code_object_version).unwrap_err();
     assert!(e.to_string().contains("0x41") && e.to_string().contains("gfx90a"), "{e}");
@@ -172,8 +171,9 @@ fn validation_refuses_artifacts_for_another_arch() {
     assert!(e.to_string().contains("code object v4"), "{e}");
     let e = cubin::check(&bytes("sm_90"), 80).unwrap_err();
     assert!(e.to_string().contains("sm_90"), "{e}");
-    let e = ptx::check(std::str::from_utf8(&bytes("compute_80")).unwrap(), 90).unwrap_err();
-    assert!(e.to_string().contains("sm_80"), "{e}");
+    let floor = pins.targets.cuda_ptx[0];
+    let e = ptx::check(std::str::from_utf8(&bytes(&floor.ptx())).unwrap(), 90).unwrap_err();
+    assert!(e.to_string().contains(&floor.sass()), "{e}");
     assert!(hsaco::read(&bytes("sm_90")).is_err(), "a cubin is not an HSACO");
     assert!(cubin::read(b"\x7fELF garbage").is_err());
     fs::remove_dir_all(dir).unwrap();
@@ -188,7 +188,7 @@ fn a_damaged_cache_entry_is_moved_aside_and_rebuilt_never_used() {
     let first = build(&runner, &pins, &src, &repo().join("kernels/hip"), &cache);
     let good: Vec<Vec<u8>> = first.iter().map(|(_, b)| fs::read(&b.path).unwrap()).collect();
     // One byte flipped in the middle of a cached cubin, as a bad disk or a stray write would.
-    let (victim_job, victim) = first.iter().find(|(j, _)| j.arch == "sm_90").unwrap();
+    let (victim_job, victim) = first.iter().find(|(j, _)| j.target() == Some(&Target::Sass(Sm(90)))).unwrap();
     let mut bytes = fs::read(&victim.path).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x5a;

@@ -12,10 +12,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{result, sys, CudaContext, DriverError};
-use kiln_manifest::{Backend, DeviceArch};
+use kiln_manifest::{Artifact, Backend, DeviceArch};
 
 use crate::args::LaunchConfig;
-use crate::device::{DriverFail, RawDeviceInfo};
+use crate::driver::{Driver, DriverFail, DriverResult, RawDeviceInfo};
 use crate::error::{Error, Result};
 
 /// The names libcuda goes by; cudarc tries these too (and more spellings).
@@ -183,15 +183,21 @@ impl CudaDevice {
         Ok((CudaDevice { ctx }, info))
     }
 
-    pub(crate) fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
-    }
-
-    fn bind(&self) -> std::result::Result<(), DriverFail> {
+    fn bind(&self) -> DriverResult<()> {
         guarded(|| self.ctx.bind_to_thread())
     }
+}
 
-    pub(crate) fn alloc(&self, bytes: usize) -> std::result::Result<u64, DriverFail> {
+impl Driver for CudaDevice {
+    fn cuda_context(&self) -> Option<&Arc<CudaContext>> {
+        Some(&self.ctx)
+    }
+
+    fn load_hint(&self, code: i64, artifact: &Artifact, _: &DeviceArch) -> String {
+        load_hint(code, artifact.ptx_version.as_deref())
+    }
+
+    fn alloc(&self, bytes: usize) -> DriverResult<u64> {
         self.bind()?;
         let ptr = guarded(|| unsafe { result::malloc_sync(bytes) })?;
         guarded(|| unsafe { result::memset_d8_sync(ptr, 0, bytes) }).inspect_err(|_| {
@@ -200,37 +206,37 @@ impl CudaDevice {
         Ok(ptr)
     }
 
-    pub(crate) fn free(&self, ptr: u64) {
+    fn free(&self, ptr: u64) {
         // A free can only fail after a sticky context error, already reported elsewhere.
         let _ = self.bind().and_then(|_| guarded(|| unsafe { result::free_sync(ptr) }));
     }
 
-    pub(crate) fn htod(&self, dst: u64, src: &[u8]) -> std::result::Result<(), DriverFail> {
+    fn htod(&self, dst: u64, src: &[u8]) -> DriverResult<()> {
         self.bind()?;
         guarded(|| unsafe { result::memcpy_htod_sync(dst, src) })
     }
 
-    pub(crate) fn dtoh(&self, dst: &mut [u8], src: u64) -> std::result::Result<(), DriverFail> {
+    fn dtoh(&self, dst: &mut [u8], src: u64) -> DriverResult<()> {
         self.bind()?;
         guarded(|| unsafe { result::memcpy_dtoh_sync(dst, src) })
     }
 
-    pub(crate) fn synchronize(&self) -> std::result::Result<(), DriverFail> {
+    fn synchronize(&self) -> DriverResult<()> {
         self.bind()?;
         guarded(result::ctx::synchronize)
     }
 
     /// `image` is a cubin or NUL-terminated PTX, 8-byte aligned.
-    pub(crate) fn load_module(&self, image: &[u8]) -> std::result::Result<u64, DriverFail> {
+    fn load_module(&self, image: &[u8]) -> DriverResult<u64> {
         self.bind()?;
         guarded(|| unsafe { result::module::load_data(image.as_ptr().cast()) }).map(|m| m as u64)
     }
 
-    pub(crate) fn unload(&self, module: u64) {
+    fn unload(&self, module: u64) {
         let _ = self.bind().and_then(|_| guarded(|| unsafe { result::module::unload(module as sys::CUmodule) }));
     }
 
-    pub(crate) fn function(&self, module: u64, name: &str) -> std::result::Result<u64, DriverFail> {
+    fn function(&self, module: u64, name: &str) -> DriverResult<u64> {
         let name = CString::new(name).map_err(|_| DriverFail {
             code: -1,
             name: "invalid name".into(),
@@ -242,7 +248,7 @@ impl CudaDevice {
 
     /// # Safety
     /// `params` must match the kernel's parameters; see `Function::launch`.
-    pub(crate) unsafe fn launch(&self, function: u64, cfg: &LaunchConfig, params: &mut [*mut c_void]) -> std::result::Result<(), DriverFail> {
+    unsafe fn launch(&self, function: u64, cfg: &LaunchConfig, params: &mut [*mut c_void]) -> DriverResult<()> {
         self.bind()?;
         guarded(|| unsafe {
             result::launch_kernel(function as sys::CUfunction, cfg.grid, cfg.block, cfg.shared_mem_bytes, std::ptr::null_mut(), params)
@@ -251,7 +257,7 @@ impl CudaDevice {
 }
 
 /// Hints for the driver errors a module load can end in.
-pub(crate) fn load_hint(code: i64, ptx_version: Option<&str>) -> String {
+fn load_hint(code: i64, ptx_version: Option<&str>) -> String {
     use sys::cudaError_enum as E;
     match code {
         c if c == E::CUDA_ERROR_UNSUPPORTED_PTX_VERSION as i64 => format!(

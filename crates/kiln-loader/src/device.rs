@@ -8,28 +8,8 @@ use std::time::Duration;
 use kiln_manifest::{Artifact, Backend, DeviceArch, Kind, Match};
 
 use crate::args::{as_bytes, as_bytes_mut, KernelArgs, LaunchConfig, Pod};
+use crate::driver::{self, Driver, DriverFail, RawDeviceInfo};
 use crate::error::{Error, Result};
-use crate::hip::HipDevice;
-
-#[cfg(feature = "cuda")]
-use crate::cuda::CudaDevice;
-
-/// A failed driver call, before it is given its context.
-#[derive(Clone, Debug)]
-pub(crate) struct DriverFail {
-    pub code: i64,
-    pub name: String,
-    pub message: String,
-}
-
-pub(crate) struct RawDeviceInfo {
-    pub ordinal: usize,
-    pub name: String,
-    pub arch: DeviceArch,
-    pub reported_arch: String,
-    pub driver_version: String,
-    pub context_id: usize,
-}
 
 /// What a device is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,16 +26,10 @@ pub struct DeviceInfo {
     pub driver_version: String,
 }
 
-enum Imp {
-    #[cfg(feature = "cuda")]
-    Cuda(CudaDevice),
-    Hip(HipDevice),
-}
-
 struct Inner {
     info: DeviceInfo,
     context_id: usize,
-    imp: Imp,
+    driver: Box<dyn Driver>,
 }
 
 /// An open GPU. Cheap to clone; modules and buffers keep it alive.
@@ -81,41 +55,29 @@ pub(crate) struct DeviceKey {
 impl Device {
     /// Opens device `ordinal` of `backend`.
     pub fn open(backend: Backend, ordinal: usize) -> Result<Device> {
-        match backend {
-            Backend::Cuda => Device::cuda(ordinal),
-            Backend::Hip => Device::hip(ordinal),
-        }
+        let (d, raw) = driver::open(backend, ordinal)?;
+        Ok(Device::new(backend, raw, d))
     }
 
     /// CUDA device `ordinal`, through its primary context.
     pub fn cuda(ordinal: usize) -> Result<Device> {
-        #[cfg(feature = "cuda")]
-        {
-            let (d, raw) = CudaDevice::open(ordinal)?;
-            Ok(Device::new(Backend::Cuda, raw, Imp::Cuda(d)))
-        }
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = ordinal;
-            Err(Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" })
-        }
+        Device::open(Backend::Cuda, ordinal)
     }
 
     /// A device for a context the caller already has (candle's `CudaContext`),
     /// so that kiln modules load into it.
     #[cfg(feature = "cuda")]
     pub fn from_cuda_context(ctx: Arc<cudarc::driver::CudaContext>) -> Result<Device> {
-        let (d, raw) = CudaDevice::from_context(ctx)?;
-        Ok(Device::new(Backend::Cuda, raw, Imp::Cuda(d)))
+        let (d, raw) = driver::from_cuda_context(ctx)?;
+        Ok(Device::new(Backend::Cuda, raw, d))
     }
 
     /// HIP device `ordinal`.
     pub fn hip(ordinal: usize) -> Result<Device> {
-        let (d, raw) = HipDevice::open(ordinal)?;
-        Ok(Device::new(Backend::Hip, raw, Imp::Hip(d)))
+        Device::open(Backend::Hip, ordinal)
     }
 
-    fn new(backend: Backend, raw: RawDeviceInfo, imp: Imp) -> Device {
+    fn new(backend: Backend, raw: RawDeviceInfo, driver: Box<dyn Driver>) -> Device {
         let info = DeviceInfo {
             backend,
             ordinal: raw.ordinal,
@@ -124,18 +86,12 @@ impl Device {
             reported_arch: raw.reported_arch,
             driver_version: raw.driver_version,
         };
-        Device { inner: Arc::new(Inner { info, context_id: raw.context_id, imp }) }
+        Device { inner: Arc::new(Inner { info, context_id: raw.context_id, driver }) }
     }
 
     /// How many devices `backend` has. Errors when its driver is missing.
     pub fn count(backend: Backend) -> Result<usize> {
-        match backend {
-            #[cfg(feature = "cuda")]
-            Backend::Cuda => crate::cuda::count(),
-            #[cfg(not(feature = "cuda"))]
-            Backend::Cuda => Err(Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" }),
-            Backend::Hip => crate::hip::count(),
-        }
+        driver::count(backend)
     }
 
     /// Opens and describes every device of `backend`.
@@ -166,10 +122,7 @@ impl Device {
     /// The cudarc context behind a CUDA device.
     #[cfg(feature = "cuda")]
     pub fn cuda_context(&self) -> Option<&Arc<cudarc::driver::CudaContext>> {
-        match &self.inner.imp {
-            Imp::Cuda(d) => Some(d.context()),
-            Imp::Hip(_) => None,
-        }
+        self.inner.driver.cuda_context()
     }
 
     pub(crate) fn key(&self) -> DeviceKey {
@@ -186,11 +139,7 @@ impl Device {
         let ptr = if bytes == 0 {
             0
         } else {
-            let r = match &self.inner.imp {
-                #[cfg(feature = "cuda")]
-                Imp::Cuda(d) => d.alloc(bytes),
-                Imp::Hip(d) => d.alloc(bytes),
-            };
+            let r = self.inner.driver.alloc(bytes);
             r.map_err(self.err("alloc", format!("{bytes} bytes on device {}", self.ordinal())))?
         };
         Ok(DeviceBuffer { device: self.clone(), ptr, len: bytes })
@@ -205,11 +154,7 @@ impl Device {
 
     /// Waits for every launch on this device to finish; reports a kernel's fault.
     pub fn synchronize(&self) -> Result<()> {
-        let r = match &self.inner.imp {
-            #[cfg(feature = "cuda")]
-            Imp::Cuda(d) => d.synchronize(),
-            Imp::Hip(d) => d.synchronize(),
-        };
+        let r = self.inner.driver.synchronize();
         r.map_err(self.err("synchronize", format!("device {}", self.ordinal())))
     }
 
@@ -220,19 +165,9 @@ impl Device {
         let mut aligned = vec![0u64; (bytes.len() + 1).div_ceil(8)];
         as_bytes_mut(&mut aligned)[..bytes.len()].copy_from_slice(bytes);
         let image = as_bytes(&aligned);
-        let r = match &self.inner.imp {
-            #[cfg(feature = "cuda")]
-            Imp::Cuda(d) => d.load_module(image),
-            Imp::Hip(d) => d.load_module(image),
-        };
+        let r = self.inner.driver.load_module(image);
         r.map_err(|f| {
-            let hint = match self.backend() {
-                #[cfg(feature = "cuda")]
-                Backend::Cuda => crate::cuda::load_hint(f.code, artifact.ptx_version.as_deref()),
-                #[cfg(not(feature = "cuda"))]
-                Backend::Cuda => String::new(),
-                Backend::Hip => hip_load_hint(artifact, self.arch()),
-            };
+            let hint = self.inner.driver.load_hint(f.code, artifact, self.arch());
             Error::ModuleRejected {
                 backend: self.backend(),
                 path: artifact.path.clone(),
@@ -245,35 +180,8 @@ impl Device {
     }
 
     fn unload(&self, module: u64) {
-        match &self.inner.imp {
-            #[cfg(feature = "cuda")]
-            Imp::Cuda(d) => d.unload(module),
-            Imp::Hip(d) => d.unload(module),
-        }
+        self.inner.driver.unload(module)
     }
-}
-
-/// When ROCm refuses a sibling's code object, say what it takes.
-fn hip_load_hint(artifact: &Artifact, device: &DeviceArch) -> String {
-    let DeviceArch::Hip { gfx } = device else { return String::new() };
-    if artifact.arch == *gfx {
-        return String::new();
-    }
-    if artifact.arch.ends_with("-generic") {
-        return format!("{} is an LLVM generic target: ROCm loads those from 6.2 on (code object v6); update ROCm", artifact.arch);
-    }
-    let version = artifact.arch.trim_start_matches("gfx");
-    let override_value = match version.len() {
-        // gfx1030 → 10.3.0, gfx90a → 9.0.10 (the last digit is hex).
-        4 => format!("{}.{}.{}", &version[..2], &version[2..3], u32::from_str_radix(&version[3..], 16).unwrap_or(0)),
-        3 => format!("{}.{}.{}", &version[..1], &version[1..2], u32::from_str_radix(&version[2..], 16).unwrap_or(0)),
-        _ => return String::new(),
-    };
-    format!(
-        "ROCm loads a code object only on its own processor, so KILN_HIP_ARCH_COMPAT alone cannot run {} code on {gfx}; \
-         HSA_OVERRIDE_GFX_VERSION={override_value} makes the device present itself as {} (at your own risk; docs/loader.md)",
-        artifact.arch, artifact.arch
-    )
 }
 
 /// Device memory, freed on drop.
@@ -322,11 +230,7 @@ impl DeviceBuffer {
         if src.is_empty() {
             return Ok(());
         }
-        let r = match &self.device.inner.imp {
-            #[cfg(feature = "cuda")]
-            Imp::Cuda(d) => d.htod(self.ptr, src),
-            Imp::Hip(d) => d.htod(self.ptr, src),
-        };
+        let r = self.device.inner.driver.htod(self.ptr, src);
         r.map_err(self.device.err("copy to device", format!("{} bytes", src.len())))
     }
 
@@ -338,11 +242,7 @@ impl DeviceBuffer {
         if dst.is_empty() {
             return Ok(());
         }
-        let r = match &self.device.inner.imp {
-            #[cfg(feature = "cuda")]
-            Imp::Cuda(d) => d.dtoh(dst, self.ptr),
-            Imp::Hip(d) => d.dtoh(dst, self.ptr),
-        };
+        let r = self.device.inner.driver.dtoh(dst, self.ptr);
         r.map_err(self.device.err("copy to host", format!("{} bytes", self.len)))
     }
 
@@ -363,11 +263,7 @@ impl Drop for DeviceBuffer {
         if self.ptr == 0 {
             return;
         }
-        match &self.device.inner.imp {
-            #[cfg(feature = "cuda")]
-            Imp::Cuda(d) => d.free(self.ptr),
-            Imp::Hip(d) => d.free(self.ptr),
-        }
+        self.device.inner.driver.free(self.ptr)
     }
 }
 
@@ -436,11 +332,7 @@ impl Module {
 
     /// The kernel `name` (`affine_f32`).
     pub fn function(self: &Arc<Self>, name: &str) -> Result<Function> {
-        let r = match &self.device.inner.imp {
-            #[cfg(feature = "cuda")]
-            Imp::Cuda(d) => d.function(self.handle, name),
-            Imp::Hip(d) => d.function(self.handle, name),
-        };
+        let r = self.device.inner.driver.function(self.handle, name);
         match r {
             Ok(handle) => Ok(Function { module: self.clone(), handle, name: name.to_string() }),
             Err(f) if !self.artifact.kernels.iter().any(|k| k == name) => {
@@ -495,43 +387,7 @@ impl Function {
         cfg.check()?;
         let mut params: Vec<*mut c_void> = args.pointers();
         let device = &self.module.device;
-        let r = match &device.inner.imp {
-            #[cfg(feature = "cuda")]
-            Imp::Cuda(d) => unsafe { d.launch(self.handle, cfg, &mut params) },
-            Imp::Hip(d) => unsafe { d.launch(self.handle, cfg, &mut params) },
-        };
+        let r = unsafe { device.inner.driver.launch(self.handle, cfg, &mut params) };
         r.map_err(device.err("launch", format!("kernel `{}`, grid {:?}, block {:?}", self.name, cfg.grid, cfg.block)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn hsaco(arch: &str) -> Artifact {
-        Artifact {
-            module: "fill".into(),
-            backend: Backend::Hip,
-            arch: arch.into(),
-            kind: Kind::Hsaco,
-            path: format!("hip/{arch}/fill.hsaco"),
-            size: 0,
-            sha256: String::new(),
-            kernels: vec![],
-            ptx_version: None,
-            resources: vec![],
-        }
-    }
-
-    #[test]
-    fn a_refused_sibling_object_names_the_override_that_would_work() {
-        let dev = DeviceArch::parse("gfx1031").unwrap();
-        let h = hip_load_hint(&hsaco("gfx1030"), &dev);
-        assert!(h.contains("HSA_OVERRIDE_GFX_VERSION=10.3.0"), "{h}");
-        let h = hip_load_hint(&hsaco("gfx90a"), &DeviceArch::parse("gfx908").unwrap());
-        assert!(h.contains("HSA_OVERRIDE_GFX_VERSION=9.0.10"), "{h}");
-        assert!(hip_load_hint(&hsaco("gfx10-3-generic"), &dev).contains("ROCm loads those from 6.2"));
-        // The device's own object refused: no override to suggest.
-        assert_eq!(hip_load_hint(&hsaco("gfx1031"), &dev), "");
     }
 }

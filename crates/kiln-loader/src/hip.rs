@@ -10,10 +10,10 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use kiln_manifest::{Backend, DeviceArch};
+use kiln_manifest::{Artifact, Backend, DeviceArch};
 
 use crate::args::LaunchConfig;
-use crate::device::{DriverFail, RawDeviceInfo};
+use crate::driver::{Driver, DriverFail, DriverResult, RawDeviceInfo};
 use crate::error::{Error, Result};
 
 /// Names an explicit libamdhip64 to load instead of searching.
@@ -344,12 +344,18 @@ impl HipDevice {
         Ok((dev, info))
     }
 
-    fn select(&self) -> std::result::Result<(), DriverFail> {
+    fn select(&self) -> DriverResult<()> {
         // SAFETY: takes an ordinal checked against the count.
         self.api.check(unsafe { (self.api.hipSetDevice)(self.ordinal) })
     }
+}
 
-    pub(crate) fn alloc(&self, bytes: usize) -> std::result::Result<u64, DriverFail> {
+impl Driver for HipDevice {
+    fn load_hint(&self, _code: i64, artifact: &Artifact, device: &DeviceArch) -> String {
+        load_hint(artifact, device)
+    }
+
+    fn alloc(&self, bytes: usize) -> DriverResult<u64> {
         self.select()?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: writes one pointer.
@@ -362,32 +368,32 @@ impl HipDevice {
         Ok(p as u64)
     }
 
-    pub(crate) fn free(&self, ptr: u64) {
+    fn free(&self, ptr: u64) {
         if self.select().is_ok() {
             // SAFETY: `ptr` came from hipMalloc and is freed once (DeviceBuffer's drop).
             unsafe { (self.api.hipFree)(ptr as *mut c_void) };
         }
     }
 
-    pub(crate) fn htod(&self, dst: u64, src: &[u8]) -> std::result::Result<(), DriverFail> {
+    fn htod(&self, dst: u64, src: &[u8]) -> DriverResult<()> {
         self.select()?;
         // SAFETY: `dst` holds at least `src.len()` bytes (checked by DeviceBuffer); HIP only reads `src`.
         self.api.check(unsafe { (self.api.hipMemcpyHtoD)(dst as *mut c_void, src.as_ptr() as *mut c_void, src.len()) })
     }
 
-    pub(crate) fn dtoh(&self, dst: &mut [u8], src: u64) -> std::result::Result<(), DriverFail> {
+    fn dtoh(&self, dst: &mut [u8], src: u64) -> DriverResult<()> {
         self.select()?;
         // SAFETY: as above, the other way.
         self.api.check(unsafe { (self.api.hipMemcpyDtoH)(dst.as_mut_ptr().cast(), src as *mut c_void, dst.len()) })
     }
 
-    pub(crate) fn synchronize(&self) -> std::result::Result<(), DriverFail> {
+    fn synchronize(&self) -> DriverResult<()> {
         self.select()?;
         // SAFETY: no arguments.
         self.api.check(unsafe { (self.api.hipDeviceSynchronize)() })
     }
 
-    pub(crate) fn load_module(&self, image: &[u8]) -> std::result::Result<u64, DriverFail> {
+    fn load_module(&self, image: &[u8]) -> DriverResult<u64> {
         self.select()?;
         let mut m: *mut c_void = std::ptr::null_mut();
         // SAFETY: `image` is a whole code object (checked before), alive for the call.
@@ -395,14 +401,14 @@ impl HipDevice {
         Ok(m as u64)
     }
 
-    pub(crate) fn unload(&self, module: u64) {
+    fn unload(&self, module: u64) {
         if self.select().is_ok() {
             // SAFETY: `module` came from hipModuleLoadData and is unloaded once.
             unsafe { (self.api.hipModuleUnload)(module as *mut c_void) };
         }
     }
 
-    pub(crate) fn function(&self, module: u64, name: &str) -> std::result::Result<u64, DriverFail> {
+    fn function(&self, module: u64, name: &str) -> DriverResult<u64> {
         let name = CString::new(name).map_err(|_| DriverFail {
             code: -1,
             name: "invalid name".into(),
@@ -417,7 +423,7 @@ impl HipDevice {
 
     /// # Safety
     /// `params` must match the kernel's parameters; see `Function::launch`.
-    pub(crate) unsafe fn launch(&self, function: u64, cfg: &LaunchConfig, params: &mut [*mut c_void]) -> std::result::Result<(), DriverFail> {
+    unsafe fn launch(&self, function: u64, cfg: &LaunchConfig, params: &mut [*mut c_void]) -> DriverResult<()> {
         self.select()?;
         let (g, b) = (cfg.grid, cfg.block);
         // SAFETY: the caller's contract; the null stream and no `extra`.
@@ -439,6 +445,29 @@ impl HipDevice {
     }
 }
 
+/// When ROCm refuses a sibling's code object, say what it takes.
+fn load_hint(artifact: &Artifact, device: &DeviceArch) -> String {
+    let DeviceArch::Hip { gfx } = device else { return String::new() };
+    if artifact.arch == *gfx {
+        return String::new();
+    }
+    if artifact.arch.ends_with("-generic") {
+        return format!("{} is an LLVM generic target: ROCm loads those from 6.2 on (code object v6); update ROCm", artifact.arch);
+    }
+    let version = artifact.arch.trim_start_matches("gfx");
+    let override_value = match version.len() {
+        // gfx1030 → 10.3.0, gfx90a → 9.0.10 (the last digit is hex).
+        4 => format!("{}.{}.{}", &version[..2], &version[2..3], u32::from_str_radix(&version[3..], 16).unwrap_or(0)),
+        3 => format!("{}.{}.{}", &version[..1], &version[1..2], u32::from_str_radix(&version[2..], 16).unwrap_or(0)),
+        _ => return String::new(),
+    };
+    format!(
+        "ROCm loads a code object only on its own processor, so KILN_HIP_ARCH_COMPAT alone cannot run {} code on {gfx}; \
+         HSA_OVERRIDE_GFX_VERSION={override_value} makes the device present itself as {} (at your own risk; docs/loader.md)",
+        artifact.arch, artifact.arch
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +485,33 @@ mod tests {
         let e = load_api(&["libc.so.6".into()]).err().unwrap();
         assert!(matches!(&e, Error::DriverTooOld { symbol, .. } if symbol == "hipInit"), "{e:?}");
         assert!(e.to_string().contains("libc.so.6 has no `hipInit`"), "{e}");
+    }
+
+    fn hsaco(arch: &str) -> Artifact {
+        Artifact {
+            module: "fill".into(),
+            backend: Backend::Hip,
+            arch: arch.into(),
+            kind: kiln_manifest::Kind::Hsaco,
+            path: format!("hip/{arch}/fill.hsaco"),
+            size: 0,
+            sha256: String::new(),
+            kernels: vec![],
+            ptx_version: None,
+            resources: vec![],
+        }
+    }
+
+    #[test]
+    fn a_refused_sibling_object_names_the_override_that_would_work() {
+        let dev = DeviceArch::parse("gfx1031").unwrap();
+        let h = load_hint(&hsaco("gfx1030"), &dev);
+        assert!(h.contains("HSA_OVERRIDE_GFX_VERSION=10.3.0"), "{h}");
+        let h = load_hint(&hsaco("gfx90a"), &DeviceArch::parse("gfx908").unwrap());
+        assert!(h.contains("HSA_OVERRIDE_GFX_VERSION=9.0.10"), "{h}");
+        assert!(load_hint(&hsaco("gfx10-3-generic"), &dev).contains("ROCm loads those from 6.2"));
+        // The device's own object refused: no override to suggest.
+        assert_eq!(load_hint(&hsaco("gfx1031"), &dev), "");
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod args;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod device;
+mod driver;
 mod error;
 pub mod hip;
 mod source;

@@ -299,7 +299,7 @@ impl Manifest {
                     .max_by_key(|(l, _)| *l);
                 match best_ptx {
                     Some((_, a)) => Ok(pick(a, Match::Ptx)),
-                    None => Err(none(None)),
+                    None => Err(none(self.cuda_hint(&of_module, dev))),
                 }
             }
             DeviceArch::Hip { gfx } => {
@@ -320,10 +320,40 @@ impl Manifest {
                         a.arch,
                         generic.unwrap_or("generic target")
                     )))),
-                    (None, _) => Err(none(None)),
+                    (None, _) => Err(none(self.hip_hint(gfx))),
                 }
             }
         }
+    }
+
+    /// What would run `dev` when nothing carried does: it is below every PTX
+    /// level this build has (the floor), so only a kiln that builds lower would.
+    fn cuda_hint(&self, of_module: &[&Artifact], dev: (u32, u32)) -> Option<String> {
+        let floor = of_module.iter().filter(|a| a.kind == Kind::Ptx).filter_map(|a| cuda_level(&a.arch, "compute_")).min()?;
+        let sm = dev.0 * 10 + dev.1;
+        let known = kiln_target::cuda(sm).map(|c| format!(" ({})", c.example)).unwrap_or_default();
+        Some(format!(
+            "sm_{sm}{known} is below compute_{}{}, the lowest PTX level this build carries and the floor kiln builds for: no crate feature adds it; \
+             it needs a kiln release whose pins.toml [targets] go that low (the CUDA toolkit must still build for it)",
+            floor.0, floor.1
+        ))
+    }
+
+    /// Why an AMD processor gets nothing: not built by this kiln, and what
+    /// building it would take (the LLVM that first knows it, from kiln-target).
+    fn hip_hint(&self, gfx: &str) -> Option<String> {
+        let row = kiln_target::gfx(gfx)?;
+        let clang = self.toolchain.reported.get("clang");
+        let major = clang.and_then(|v| v.split('.').next()?.parse::<u32>().ok());
+        Some(match (row.mach, major) {
+            (None, _) => format!("{gfx} is older than anything ROCm still builds for"),
+            (Some(_), Some(m)) if row.llvm > m => format!(
+                "{gfx} needs LLVM {} or newer, and this build's clang is {}: a kiln release with a newer ROCm toolchain would add it (docs/toolchain.md)",
+                row.llvm,
+                clang.map(String::as_str).unwrap_or("?")
+            ),
+            _ => format!("this build's pins.toml [targets].hip does not list {gfx}; a kiln release that adds it would carry it"),
+        })
     }
 }
 
@@ -487,8 +517,28 @@ mod tests {
         assert_eq!(carried, &["compute_89".to_string(), "sm_90".to_string()]);
         let text = e.to_string();
         assert!(text.contains("module `affine`") && text.contains("sm_86") && text.contains("compute_89, sm_90"), "{text}");
-        // Too old for any: sm_75 below the compute_80 floor.
-        assert!(kiln_default().select("affine", &arch("sm_75")).is_err());
+        // Too old for any: sm_75 below the compute_80 floor, and the error says no feature helps.
+        let e = kiln_default().select("affine", &arch("sm_75")).unwrap_err().to_string();
+        assert!(
+            e.contains("sm_75 (T4 / RTX 20xx) is below compute_80, the lowest PTX level this build carries")
+                && e.contains("no crate feature adds it"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_uncarried_amd_processor_is_told_what_would_build_it() {
+        let mut m = kiln_default();
+        m.toolchain.reported.insert("clang".into(), "17.0.6".into());
+        // RDNA4: LLVM 18 first knows it; the pinned clang is 17.
+        let e = m.select("fill", &arch("gfx1201")).unwrap_err().to_string();
+        assert!(e.contains("gfx1201 needs LLVM 18 or newer, and this build's clang is 17.0.6"), "{e}");
+        // Buildable by this clang, just not pinned.
+        let e = m.select("fill", &arch("gfx942")).unwrap_err().to_string();
+        assert!(e.contains("does not list gfx942"), "{e}");
+        // Older than ROCm builds for.
+        let e = m.select("fill", &arch("gfx803")).unwrap_err().to_string();
+        assert!(e.contains("gfx803 is older than anything ROCm still builds for"), "{e}");
     }
 
     #[test]

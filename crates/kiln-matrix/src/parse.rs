@@ -529,7 +529,7 @@ fn arch(cx: &Cx, node: &Node, pins_file: &Path, targets: &Targets) -> Result<Arc
             .help("name the GPU's compute capability as sm_XX"));
     } else {
         let known: Vec<String> =
-            kiln_target::buildable_gfx().map(|g| g.name.to_string()).chain(kiln_target::SM.iter().map(|n| format!("sm_{n}"))).collect();
+            kiln_target::buildable_gfx().map(|g| g.name.to_string()).chain(kiln_target::CUDA.iter().map(|c| format!("sm_{}", c.sm))).collect();
         return Err(cx.at(node, format!("unknown arch `{s}`; known: {}", known.join(", "))));
     };
     let built = match &arch {

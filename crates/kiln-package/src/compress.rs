@@ -10,3 +10,9 @@ pub const LEVEL: i32 = 19;
 pub fn zstd(bytes: &[u8]) -> Result<Vec<u8>> {
     zstd::bulk::compress(bytes, LEVEL).context("zstd compression failed")
 }
+
+/// Everything [`zstd`]'s output depends on besides its input: the level and
+/// the zstd library's version (part of a cache key).
+pub fn recipe() -> String {
+    format!("zstd level {LEVEL} libzstd {}", zstd::zstd_safe::version_string())
+}

@@ -37,7 +37,7 @@ fn feature_of(arch: &str) -> String {
 }
 
 /// The main crate and the table crates (the static library is split later,
-/// by size, in [`crate::generate`]).
+/// by size, in [`crate::slices`]).
 pub fn tables(manifest: &Manifest) -> Vec<Part> {
     let mut main = Part { suffix: String::new(), role: Role::Main, paths: Vec::new() };
     let mut tables: Vec<Part> = Vec::new();

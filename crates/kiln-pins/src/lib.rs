@@ -10,15 +10,17 @@ mod arch;
 mod containers;
 mod error;
 mod raw;
+mod reach;
 
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
 };
 
-pub use arch::{HipArch, Sm};
+pub use arch::{HipArch, Sm, Target};
 pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerImage, RustComponent};
 pub use error::PinError;
+pub use reach::{cuda_version, SassBy};
 
 /// The pin file kiln uses when none is named: `pins.toml` at the repository root.
 pub const FILE_NAME: &str = "pins.toml";
@@ -69,6 +71,10 @@ pub struct StaticLib {
     pub name: String,
     /// Paths relative to the crate root.
     pub sources: Vec<String>,
+    /// The sms every object's fatbin carries SASS for (one nvcc call per object).
+    pub sass: Vec<Sm>,
+    /// PTX levels every object's fatbin carries, for GPUs without that SASS.
+    pub ptx: Vec<Sm>,
 }
 
 #[derive(Clone, Debug)]
@@ -78,6 +84,14 @@ pub struct Targets {
     /// PTX levels, ascending; the first is the floor every GPU at or above it can JIT.
     pub cuda_ptx: Vec<Sm>,
     pub cuda_sass: Vec<Sm>,
+}
+
+impl Targets {
+    /// Every pinned target, in build order: the AMD archs, the PTX levels, the sms.
+    pub fn all(&self) -> Vec<Target> {
+        let hip = self.hip.iter().cloned().map(Target::Hip);
+        hip.chain(self.cuda_ptx.iter().copied().map(Target::Ptx)).chain(self.cuda_sass.iter().copied().map(Target::Sass)).collect()
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -99,6 +113,8 @@ pub struct Toolchain {
     pub clang: PackagePin,
     pub hip: PackagePin,
     pub rocm_device_libs: PackagePin,
+    /// A newer ptxas (a PyPI wheel) for sms the pinned nvcc cannot target.
+    pub ptxas: Option<WheelPin>,
     pub include: Vec<String>,
     pub exclude: Vec<String>,
     /// The resolved package closure; `None` until `cargo xtask pins update` ran.
@@ -109,6 +125,23 @@ pub struct Toolchain {
 pub struct PackagePin {
     pub package: String,
     pub version: String,
+}
+
+/// A Python wheel from PyPI, by exact URL and sha256.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WheelPin {
+    /// The PyPI project, e.g. `nvidia-cuda-nvcc-cu12`.
+    pub package: String,
+    pub version: String,
+    pub url: String,
+    pub sha256: String,
+}
+
+impl WheelPin {
+    /// The wheel's file name (the last part of its URL).
+    pub fn file_name(&self) -> &str {
+        self.url.rsplit('/').next().unwrap_or(&self.url)
+    }
 }
 
 /// Every file the toolchain is made of, by exact version and sha256.

@@ -9,7 +9,7 @@ use toml::Spanned;
 use crate::{
     arch::{HipArch, Sm},
     error::PinError,
-    ArtifactCrate, Candle, Closure, Deb, Flags, PackagePin, Pins, StaticLib, Targets, Toolchain,
+    ArtifactCrate, Candle, Closure, Deb, Flags, PackagePin, Pins, StaticLib, Targets, Toolchain, WheelPin,
 };
 
 type S<T> = Spanned<T>;
@@ -50,6 +50,9 @@ struct RawCandle {
 struct RawStaticLib {
     name: S<String>,
     sources: Vec<S<String>>,
+    sass: Vec<S<String>>,
+    #[serde(default)]
+    ptx: Vec<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +85,7 @@ struct RawToolchain {
     clang: S<RawPackagePin>,
     hip: S<RawPackagePin>,
     rocm_device_libs: S<RawPackagePin>,
+    ptxas: Option<S<RawWheelPin>>,
     #[serde(default)]
     include: Vec<String>,
     #[serde(default)]
@@ -94,6 +98,15 @@ struct RawToolchain {
 struct RawPackagePin {
     package: String,
     version: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWheelPin {
+    pypi: String,
+    version: String,
+    url: S<String>,
+    sha256: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -135,10 +148,11 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
         return Err(cx.err(&raw.schema, format!("unsupported schema {}; this kiln reads schema 1", raw.schema.get_ref())));
     }
 
-    let candle = check_candle(&cx, raw.candle)?;
+    let (candle, lib_targets) = check_candle(&cx, raw.candle)?;
     let targets = check_targets(&cx, raw.targets)?;
     let flags = check_flags(&cx, raw.flags, &candle.modules)?;
     let toolchain = check_toolchain(&cx, raw.toolchain)?;
+    crate::reach::check(&cx, &targets, &candle.staticlib, &lib_targets, &toolchain)?;
     let name = raw.artifact_crate.name.get_ref();
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') || name.starts_with('-') {
         return Err(cx.err(&raw.artifact_crate.name, format!("`{name}` is not a crate name (lowercase letters, digits and `-`)")));
@@ -182,7 +196,13 @@ fn unique<T: Clone + PartialEq + std::fmt::Debug>(
     Ok(out)
 }
 
-fn check_candle(cx: &Ctx, raw: RawCandle) -> Result<Candle, PinError> {
+/// The static library's targets as written, for [`crate::reach`]'s messages.
+pub(crate) struct LibTargets {
+    pub(crate) sass: Vec<S<String>>,
+    pub(crate) ptx: Vec<S<String>>,
+}
+
+fn check_candle(cx: &Ctx, raw: RawCandle) -> Result<(Candle, LibTargets), PinError> {
     let sha256 = check_sha256(cx, &raw.sha256)?;
     let modules = unique(cx, raw.modules.get_ref(), "candle.modules", |m| {
         if !m.is_empty() && m.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
@@ -202,7 +222,15 @@ fn check_candle(cx: &Ctx, raw: RawCandle) -> Result<Candle, PinError> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(cx.err(&raw.staticlib.name, format!("`{name}` is not a library name")));
     }
-    Ok(Candle { crate_name: raw.crate_name, version: raw.version, sha256, modules, staticlib: StaticLib { name: name.clone(), sources } })
+    let sass = unique(cx, &raw.staticlib.sass, "candle.staticlib.sass", |s| Sm::parse_prefixed(s, "sm_"))?;
+    let ptx = if raw.staticlib.ptx.is_empty() {
+        Vec::new()
+    } else {
+        unique(cx, &raw.staticlib.ptx, "candle.staticlib.ptx", |s| Sm::parse_prefixed(s, "compute_"))?
+    };
+    let staticlib = StaticLib { name: name.clone(), sources, sass, ptx };
+    let lib_targets = LibTargets { sass: raw.staticlib.sass, ptx: raw.staticlib.ptx };
+    Ok((Candle { crate_name: raw.crate_name, version: raw.version, sha256, modules, staticlib }, lib_targets))
 }
 
 fn check_targets(cx: &Ctx, raw: RawTargets) -> Result<Targets, PinError> {
@@ -271,6 +299,18 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
     let (clang_span, clang) = pin(raw.clang);
     let (hip_span, hip) = pin(raw.hip);
     let (dl_span, rocm_device_libs) = pin(raw.rocm_device_libs);
+    let ptxas = match raw.ptxas {
+        None => None,
+        Some(w) => {
+            let sha256 = check_sha256(cx, &w.get_ref().sha256)?;
+            let url = w.get_ref().url.get_ref().clone();
+            if !url.starts_with("https://") || !url.ends_with(".whl") {
+                return Err(cx.err(&w.get_ref().url, format!("`{url}` is not an https:// URL of a wheel (.whl)")));
+            }
+            let w = w.into_inner();
+            Some(WheelPin { package: w.pypi, version: w.version, url, sha256 })
+        }
+    };
 
     let closure = match raw.closure {
         None => None,
@@ -303,6 +343,7 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
         clang,
         hip,
         rocm_device_libs,
+        ptxas,
         include: raw.include,
         exclude: raw.exclude,
         closure,

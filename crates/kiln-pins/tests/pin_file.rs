@@ -29,8 +29,13 @@ fn the_repository_pin_file_is_valid_and_complete() {
     let pins = Pins::load(&path).unwrap();
     assert_eq!(pins.candle.crate_name, "candle-kernels");
     assert_eq!(pins.candle.modules.len(), 11);
-    assert_eq!(pins.targets.hip.iter().map(|a| a.as_str()).collect::<Vec<_>>(), ["gfx1030", "gfx1100", "gfx90a"]);
-    assert_eq!(pins.targets.cuda_ptx[0].ptx(), "compute_80");
+    assert_eq!(pins.targets.hip.iter().map(|a| a.as_str()).collect::<Vec<_>>(), ["gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx90a", "gfx942"]);
+    assert_eq!(pins.targets.cuda_ptx[0].ptx(), "compute_70");
+    // Blackwell comes from the pinned ptxas, assembled from the highest PTX level.
+    let by = |sm| pins.sass_by(kiln_pins::Sm(sm));
+    assert_eq!(by(90), kiln_pins::SassBy::Nvcc);
+    assert_eq!(by(100), kiln_pins::SassBy::Ptxas { from: kiln_pins::Sm(89) });
+    assert_eq!(by(120), kiln_pins::SassBy::Ptxas { from: kiln_pins::Sm(89) });
     let closure = pins.closure().unwrap();
     for (_, p) in pins.compilers() {
         assert_eq!(closure.find(&p.package).unwrap().version, p.version);
@@ -57,9 +62,9 @@ fn unknown_and_duplicate_archs_are_refused_with_their_line() {
     let e = broken("hip = [\"gfx1030\"", "hip = [\"gfx9999\"");
     assert!(e.message.contains("unknown AMD arch `gfx9999`") && e.message.contains("gfx90a"), "{e}");
     assert_eq!(e.line, line_of("hip = [\"gfx1030\""), "{e}");
-    let e = broken("\"sm_89\", \"sm_90\"]", "\"sm_89\", \"sm_89\"]");
+    let e = broken("\"sm_89\", \"sm_90\", \"sm_100\"", "\"sm_89\", \"sm_89\", \"sm_100\"");
     assert!(e.message.contains("listed twice"), "{e}");
-    let e = broken("cuda_ptx = [\"compute_80\", \"compute_89\"]", "cuda_ptx = [\"compute_89\", \"compute_80\"]");
+    let e = broken("cuda_ptx = [\"compute_70\", \"compute_80\"", "cuda_ptx = [\"compute_80\", \"compute_70\"");
     assert!(e.message.contains("ascending"), "{e}");
 }
 
@@ -79,4 +84,27 @@ fn bad_hashes_and_stale_closures_are_refused() {
 fn a_missing_pin_file_says_where_kiln_looked() {
     let e = Pins::load(Path::new("/nonexistent/pins.toml")).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/pins.toml") && e.to_string().contains("cannot read"), "{e}");
+}
+
+#[test]
+fn a_target_no_pinned_compiler_reaches_is_refused_naming_both() {
+    // Without the newer ptxas, nvcc 12.4 cannot make Blackwell SASS.
+    let (_, text) = real();
+    let ptxas = text.lines().find(|l| l.starts_with("ptxas = {")).expect("the ptxas pin").to_string();
+    let e = broken(&ptxas, "");
+    assert!(e.message.contains("sm_100") && e.message.contains("nvidia-cuda-toolkit 12.4.131") && e.message.contains("none is pinned"), "{e}");
+    assert!(e.help.as_deref().unwrap_or("").contains("CUDA 12.8"), "{e}");
+    // A ptxas too old for the pinned sm.
+    let e = broken("version = \"12.9.86\"", "version = \"12.6.85\"");
+    assert!(e.message.contains("sm_100") && e.message.contains("nvidia-cuda-nvcc-cu12 12.6.85"), "{e}");
+    // clang 17 does not know RDNA4.
+    let e = broken("\"gfx90a\", \"gfx942\"]", "\"gfx90a\", \"gfx942\", \"gfx1201\"]");
+    assert!(e.message.contains("gfx1201") && e.message.contains("LLVM knows from version 18") && e.message.contains("clang-17"), "{e}");
+    // The static library's objects are nvcc's alone.
+    let e = broken("ptx = [\"compute_90\"]", "ptx = [\"compute_90\", \"compute_100\"]");
+    assert!(e.message.contains("compute_100") && e.message.contains("nvcc"), "{e}");
+    assert_eq!(e.line, line_of("ptx = [\"compute_90\"]"), "{e}");
+    // A SASS level below the PTX floor would get PTX above its capability.
+    let e = broken("cuda_ptx = [\"compute_70\", ", "cuda_ptx = [");
+    assert!(e.message.contains("sm_70 below the PTX floor compute_80"), "{e}");
 }

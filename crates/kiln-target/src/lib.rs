@@ -51,6 +51,11 @@ pub struct Gfx {
     /// (gfx11-generic needs member-specific hazard workarounds, and gfx1100
     /// has a larger VGPR file than gfx1102).
     pub compat: Option<&'static str>,
+    /// The first LLVM major version whose AMDGPU backend knows it (clang's
+    /// `--print-supported-cpus`; checked for clang 17: everything marked 17
+    /// is in its list and nothing else). A pinned clang older than this
+    /// cannot build the target: `cargo xtask pins check` says so.
+    pub llvm: u32,
 }
 
 impl Gfx {
@@ -68,11 +73,16 @@ impl Gfx {
 }
 
 const fn row(name: &'static str, mach: u32, generic: Option<&'static str>, compat: Option<&'static str>) -> Gfx {
-    Gfx { name, mach: Some(mach), generic, compat }
+    Gfx { name, mach: Some(mach), generic, compat, llvm: 17 }
+}
+
+/// A row that LLVM 17 does not know yet.
+const fn newer(llvm: u32, gfx: Gfx) -> Gfx {
+    Gfx { llvm, ..gfx }
 }
 
 const fn old(name: &'static str) -> Gfx {
-    Gfx { name, mach: None, generic: None, compat: None }
+    Gfx { name, mach: None, generic: None, compat: None, llvm: 17 }
 }
 
 const G9: Option<&str> = Some("gfx9-generic");
@@ -109,7 +119,7 @@ pub const GFX: &[Gfx] = &[
     row("gfx940", 0x40, G94, None),
     row("gfx941", 0x4b, G94, None),
     row("gfx942", 0x4c, G94, None),
-    row("gfx950", 0x4f, G94, None),
+    newer(20, row("gfx950", 0x4f, G94, None)),
     row("gfx1010", 0x33, G101, None),
     row("gfx1011", 0x34, G101, None),
     row("gfx1012", 0x35, G101, None),
@@ -127,16 +137,16 @@ pub const GFX: &[Gfx] = &[
     row("gfx1103", 0x44, G11, None),
     row("gfx1150", 0x43, G11, None),
     row("gfx1151", 0x4a, G11, None),
-    row("gfx1152", 0x55, G11, None),
-    row("gfx1153", 0x58, G11, None),
-    row("gfx1200", 0x48, G12, None),
-    row("gfx1201", 0x4e, G12, Some("gfx1200")),
-    row("gfx9-generic", 0x51, None, None),
-    row("gfx9-4-generic", 0x5f, None, None),
-    row("gfx10-1-generic", 0x52, None, None),
-    row("gfx10-3-generic", 0x53, None, None),
-    row("gfx11-generic", 0x54, None, None),
-    row("gfx12-generic", 0x59, None, None),
+    newer(19, row("gfx1152", 0x55, G11, None)),
+    newer(21, row("gfx1153", 0x58, G11, None)),
+    newer(18, row("gfx1200", 0x48, G12, None)),
+    newer(18, row("gfx1201", 0x4e, G12, Some("gfx1200"))),
+    newer(19, row("gfx9-generic", 0x51, None, None)),
+    newer(20, row("gfx9-4-generic", 0x5f, None, None)),
+    newer(19, row("gfx10-1-generic", 0x52, None, None)),
+    newer(19, row("gfx10-3-generic", 0x53, None, None)),
+    newer(19, row("gfx11-generic", 0x54, None, None)),
+    newer(19, row("gfx12-generic", 0x59, None, None)),
 ];
 
 /// The row of `name` (`gfx90a`; target features such as `:xnack-` are not part of a name).
@@ -160,9 +170,61 @@ pub fn buildable_gfx() -> impl Iterator<Item = &'static Gfx> {
     GFX.iter().filter(|g| g.mach.is_some())
 }
 
-/// NVIDIA compute capabilities (major*10+minor) kiln may build SASS or PTX
-/// for. CUDA 12 dropped everything below sm_50.
-pub const SM: &[u32] = &[50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+/// One NVIDIA compute capability, and which CUDA toolkits can build for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cc {
+    /// major*10+minor: 90 for sm_90 / compute_90.
+    pub sm: u32,
+    /// The first toolkit (major, minor) whose nvcc/ptxas target it.
+    pub since: (u32, u32),
+    /// The last toolkit major that still does (CUDA 13 dropped sm_50..sm_72).
+    pub until: Option<u32>,
+    /// A GPU people know it by, for messages.
+    pub example: &'static str,
+}
+
+impl Cc {
+    /// Whether a toolkit of `version` (major, minor) can compile for it.
+    pub fn built_by(&self, version: (u32, u32)) -> bool {
+        version >= self.since && self.until.is_none_or(|last| version.0 <= last)
+    }
+}
+
+const fn cc(sm: u32, since: (u32, u32), until: Option<u32>, example: &'static str) -> Cc {
+    Cc { sm, since, until, example }
+}
+
+/// The NVIDIA table: every compute capability kiln may build SASS or PTX
+/// for (CUDA 12 dropped everything below sm_50), from NVIDIA's CUDA
+/// toolkit release notes.
+pub const CUDA: &[Cc] = &[
+    cc(50, (6, 0), Some(12), "GTX 750"),
+    cc(52, (6, 5), Some(12), "GTX 980 / M40"),
+    cc(53, (7, 0), Some(12), "Jetson TX1"),
+    cc(60, (8, 0), Some(12), "P100"),
+    cc(61, (8, 0), Some(12), "GTX 1080 / P40"),
+    cc(62, (8, 0), Some(12), "Jetson TX2"),
+    cc(70, (9, 0), Some(12), "V100"),
+    cc(72, (10, 0), Some(12), "Jetson Xavier"),
+    cc(75, (10, 0), None, "T4 / RTX 20xx"),
+    cc(80, (11, 0), None, "A100"),
+    cc(86, (11, 1), None, "A10 / RTX 30xx"),
+    cc(87, (11, 4), None, "Jetson Orin"),
+    cc(89, (11, 8), None, "L4 / L40S / RTX 40xx"),
+    cc(90, (11, 8), None, "H100 / H200"),
+    cc(100, (12, 8), None, "B200 / GB200"),
+    // CUDA 13 renamed sm_101 (Thor) to sm_110.
+    cc(101, (12, 8), Some(12), "Jetson Thor (CUDA 12)"),
+    cc(103, (12, 9), None, "B300 / GB300"),
+    cc(110, (13, 0), None, "Jetson Thor"),
+    cc(120, (12, 8), None, "RTX 50xx / RTX PRO 6000"),
+    cc(121, (12, 9), None, "DGX Spark (GB10)"),
+];
+
+/// The row of compute capability `sm` (90 for sm_90).
+pub fn cuda(sm: u32) -> Option<&'static Cc> {
+    CUDA.iter().find(|c| c.sm == sm)
+}
 
 #[cfg(test)]
 mod tests {
@@ -187,5 +249,16 @@ mod tests {
         assert_eq!(gfx_by_mach(0x3f).map(|g| g.name), Some("gfx90a"));
         assert!(gfx("gfx90a").unwrap().wave64() && !gfx("gfx1100").unwrap().wave64());
         assert!(!device_gfx().any(|g| g.is_generic()));
+        assert!(CUDA.windows(2).all(|w| w[0].sm < w[1].sm), "the NVIDIA table is ascending, each sm once");
+    }
+
+    #[test]
+    fn toolkits_build_what_their_release_notes_say() {
+        let sm = |n| cuda(n).unwrap();
+        assert!(sm(70).built_by((12, 4)) && !sm(70).built_by((13, 0)));
+        assert!(sm(90).built_by((12, 4)) && !sm(100).built_by((12, 4)));
+        assert!(sm(100).built_by((12, 9)) && sm(120).built_by((12, 9)) && sm(120).built_by((13, 0)));
+        assert!(!sm(103).built_by((12, 8)) && sm(103).built_by((12, 9)));
+        assert!(!sm(110).built_by((12, 9)) && !sm(101).built_by((13, 0)));
     }
 }

@@ -57,6 +57,14 @@ impl Cache {
     pub fn debs(&self) -> PathBuf {
         self.root.join("debs")
     }
+    /// Downloaded wheels (PyPI), named by their sha256.
+    pub fn wheels(&self) -> PathBuf {
+        self.root.join("wheels")
+    }
+    /// Files taken out of wheels (`<name>-<wheel sha256 prefix>/`).
+    pub fn tools(&self) -> PathBuf {
+        self.root.join("tools")
+    }
     /// Unpacked toolchains, one folder per toolchain identity.
     pub fn toolchains(&self) -> PathBuf {
         self.root.join("toolchains")

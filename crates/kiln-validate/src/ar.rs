@@ -60,16 +60,22 @@ pub fn read(bytes: &[u8]) -> Result<Archive> {
     Ok(Archive { members })
 }
 
-/// Checks that every member embeds SASS for each of `sms`, and that the
-/// archive defines each of `required` functions. Every problem is listed.
-pub fn check(bytes: &[u8], sms: &[u32], required: &[String]) -> Result<Archive> {
+/// Checks that every member embeds SASS for each of `sms` and PTX for each
+/// of `ptx` levels, and that the archive defines each of `required`
+/// functions. Every problem is listed.
+pub fn check(bytes: &[u8], sms: &[u32], ptx: &[u32], required: &[String]) -> Result<Archive> {
     let a = read(bytes)?;
     let mut problems = Vec::new();
     for m in &a.members {
-        let have: Vec<u32> = m.fatbin.iter().filter(|e| e.kind == fatbin::Kind::Elf).map(|e| e.sm).collect();
-        let missing: Vec<String> = sms.iter().filter(|s| !have.contains(s)).map(|s| format!("sm_{s}")).collect();
+        let has = |kind, n| m.fatbin.iter().any(|e| e.kind == kind && e.sm == n);
+        let missing: Vec<String> = sms
+            .iter()
+            .filter(|&&s| !has(fatbin::Kind::Elf, s))
+            .map(|s| format!("SASS for sm_{s}"))
+            .chain(ptx.iter().filter(|&&l| !has(fatbin::Kind::Ptx, l)).map(|l| format!("PTX for compute_{l}")))
+            .collect();
         if !missing.is_empty() {
-            problems.push(format!("{} has no SASS for {}", m.name, missing.join(", ")));
+            problems.push(format!("{} has no {}", m.name, missing.join(", ")));
         }
     }
     let defined = a.functions();

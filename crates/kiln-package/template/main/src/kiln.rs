@@ -104,5 +104,21 @@ pub fn select(module: &str, device_arch: &str) -> Result<&'static Artifact, Erro
 pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) -> Result<&'static Artifact, Error> {
     let arch = kiln_manifest::DeviceArch::parse(device_arch).map_err(|e| Error(e.to_string()))?;
     let opts = kiln_manifest::SelectOptions { hip_compat: allow_hip_siblings, ..Default::default() };
-    manifest().select_with(module, &arch, opts).map(|s| s.artifact).map_err(|e| Error(e.to_string()))
+    manifest().select_with(module, &arch, opts).map(|s| s.artifact).map_err(|e| Error(with_feature_hint(e, module, &arch, opts)))
+}
+
+/// The error, plus the feature to turn on where kiln built what the device
+/// needs but this build leaves it out (its part crate's feature is off).
+fn with_feature_hint(e: kiln_manifest::SelectError, module: &str, arch: &kiln_manifest::DeviceArch, opts: kiln_manifest::SelectOptions) -> String {
+    static BUILT: OnceLock<Manifest> = OnceLock::new();
+    let built = BUILT.get_or_init(|| Manifest::from_json(MANIFEST_JSON, "the embedded manifest").expect("the packaged manifest parses"));
+    let Ok(s) = built.select_with(module, arch, opts) else { return e.to_string() };
+    match crate::TABLE_FEATURES.iter().find(|(_, dir)| s.artifact.path.starts_with(dir)) {
+        Some((feature, _)) => format!(
+            "{e}; kiln built {} for it, which this build of {} leaves out: enable the crate's `{feature}` feature",
+            s.artifact.path,
+            env!("CARGO_PKG_NAME")
+        ),
+        None => e.to_string(),
+    }
 }

@@ -1,0 +1,243 @@
+//! The dist's one job graph: every compile, and the work that reads their
+//! outputs, each starting as soon as what it reads exists:
+//!
+//! ```text
+//! module × target compiles ──► HIP bundle per module (every pinned gfx arch)
+//!        │                          │
+//!        └──────────────┬───────────┘
+//!                       ▼
+//!              zstd payload per artifact ───────────────┐  (only when packaging)
+//! static-library objects ──► archive (ar) ──► slices ───┤
+//!        └──► zstd (sizes for the slices) ──────┘       │
+//! libcudart_static.a ──► zstd payload ──────────────────┤
+//!                                                       ▼
+//!                     after the graph: validation, manifest, lock,
+//!                     then the crates generated around the payloads
+//! ```
+//!
+//! Everything runs through kiln-build's runner: the same sandbox for the
+//! tools, the same content cache, the same logs and progress lines. The
+//! crates themselves are generated and `cargo package`d after the graph:
+//! they embed the manifest, and cargo packages the main crate only together
+//! with every part crate it depends on.
+
+use std::fs;
+
+use anyhow::{Context, Result};
+use kiln_build::{cuda, Job, Kind, Node, Plan, Step, Work};
+use kiln_package::{compress, slices, sources::ToolchainFiles, PAYLOAD_BUDGET};
+use kiln_pins::{HipArch, Pins, Target};
+
+use crate::Selection;
+
+/// The nodes, and which is which.
+pub struct Graph<'a> {
+    pub nodes: Vec<Node<'a>>,
+    /// The module compiles (HSACO, PTX, cubin), in plan order.
+    pub modules: Vec<usize>,
+    /// The static library's archive job.
+    pub archive: Option<usize>,
+    /// Per module, its HIP bundle.
+    pub bundles: Vec<(String, usize)>,
+    pub package: Option<Packaging>,
+}
+
+/// The packaging jobs, when the crates are packaged.
+pub struct Packaging {
+    /// (the node whose output is compressed, its payload's node), for every module artifact and bundle.
+    pub payloads: Vec<(usize, usize)>,
+    /// The static library's slices (a folder: [`slices::split`]).
+    pub slices: usize,
+    /// `libcudart_static.a`, compressed.
+    pub cudart: usize,
+}
+
+/// The compile job of a node, if it is one.
+fn command<'n>(node: &'n Node) -> Option<&'n Job> {
+    match &node.work {
+        Work::Command(j) => Some(j),
+        Work::Step(_) => None,
+    }
+}
+
+impl Graph<'_> {
+    /// The compile job behind a module or archive node.
+    pub fn job(&self, i: usize) -> &Job {
+        command(&self.nodes[i]).unwrap_or_else(|| panic!("node {i} ({}) is not a compile", self.nodes[i]))
+    }
+
+    /// Jobs by what they are, for the opening line.
+    pub fn describe(&self) -> String {
+        let objects = self.nodes.iter().filter(|n| command(n).is_some_and(|j| j.kind == Kind::Object)).count();
+        let mut s = format!("{} module jobs, {objects} static-library objects", self.modules.len());
+        if self.archive.is_some() {
+            s.push_str(" and their archive");
+        }
+        if !self.bundles.is_empty() {
+            s.push_str(&format!(", {} HIP bundles", self.bundles.len()));
+        }
+        if self.package.is_some() {
+            let steps = self.nodes.iter().filter(|n| command(n).is_none()).count() - self.bundles.len();
+            s.push_str(&format!(", {steps} packaging jobs"));
+        }
+        s
+    }
+}
+
+/// The compressed payload of a node's output (one recipe for every payload,
+/// so that equal bytes share one cache entry).
+fn zstd<'a>(label: String, staged: Vec<(String, std::path::PathBuf)>) -> Step<'a> {
+    Step {
+        label: format!("zstd {label}"),
+        output: "payload.zst".into(),
+        recipe: compress::recipe(),
+        staged,
+        cost: 1,
+        run: Box::new(|io| {
+            let bytes = fs::read(io.path("input")).context("cannot read the input")?;
+            fs::write(io.path("payload.zst"), compress::zstd(&bytes)?)?;
+            Ok(())
+        }),
+    }
+}
+
+/// Every job a dist run needs: the selected compiles, the static library,
+/// the HIP bundles, and with `package` the crates' payloads.
+pub fn build<'a>(pins: &'a Pins, plan: &'a Plan, selection: &Selection, package: bool, toolchain: &ToolchainFiles) -> Result<Graph<'a>> {
+    let mut nodes: Vec<Node<'a>> = Vec::new();
+    let mut modules = Vec::new();
+    for job in selection.module_jobs(plan, pins)? {
+        modules.push(nodes.len());
+        nodes.push(Node::command(job));
+    }
+
+    let mut objects = Vec::new();
+    let mut archive = None;
+    if selection.wants_staticlib(pins) {
+        let jobs = selection.object_jobs(plan, pins)?;
+        let mut inputs = Vec::new();
+        let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
+        for job in jobs {
+            inputs.push((nodes.len(), job.output.clone()));
+            objects.push(nodes.len());
+            nodes.push(Node::command(job));
+        }
+        let (sass, ptx) = selection.staticlib_targets(pins);
+        let mut job = cuda::archive_job(plan, &pins.candle.staticlib.name, &sass, &ptx, &members);
+        job.cost = objects.len() as u64;
+        archive = Some(nodes.len());
+        nodes.push(Node { work: Work::Command(job), inputs });
+    }
+
+    // A bundle promises every carried arch: only modules built for all of them get one.
+    let archs = &pins.targets.hip;
+    let mut bundles = Vec::new();
+    if !archs.is_empty() {
+        for module in &pins.candle.modules {
+            let hsaco = |arch: &HipArch| {
+                let target = Target::Hip(arch.clone());
+                let is = |j: &Job| &j.module == module && j.target() == Some(&target);
+                modules.iter().copied().find(|&i| command(&nodes[i]).is_some_and(is)).map(|i| (i, format!("{arch}.hsaco")))
+            };
+            let Some(inputs) = archs.iter().map(hsaco).collect::<Option<Vec<_>>>() else { continue };
+            bundles.push((module.clone(), nodes.len()));
+            nodes.push(Node::step(bundle_step(module, archs.iter().map(|a| a.to_string()).collect()), inputs));
+        }
+    }
+
+    let package = if package {
+        let mut payloads = Vec::new();
+        for i in modules.iter().copied().chain(bundles.iter().map(|(_, i)| *i)) {
+            payloads.push((i, nodes.len()));
+            let label = nodes[i].to_string();
+            nodes.push(Node::step(zstd(label, Vec::new()), vec![(i, "input".into())]));
+        }
+        let archive = archive.context("packaging needs the static library, and this run does not build it")?;
+        // Each object compressed on its own: the slices are cut by these sizes.
+        let mut inputs = vec![(archive, "library.a".to_string())];
+        for &o in &objects {
+            let name = format!("{}.zst", command(&nodes[o]).expect("an object is a compile").output);
+            let label = nodes[o].to_string();
+            inputs.push((nodes.len(), name));
+            nodes.push(Node::step(zstd(label, Vec::new()), vec![(o, "input".into())]));
+        }
+        let slices = nodes.len();
+        nodes.push(Node::step(slices_step(pins, plan, objects.len() as u64), inputs));
+        let cudart = nodes.len();
+        nodes.push(Node::step(zstd("libcudart_static.a".into(), vec![("input".into(), toolchain.cudart_static.clone())]), Vec::new()));
+        Some(Packaging { payloads, slices, cudart })
+    } else {
+        None
+    };
+    Ok(Graph { nodes, modules, archive, bundles, package })
+}
+
+/// One module's code objects for every pinned gfx arch as one clang offload
+/// bundle (the drop-in's `Module::hsaco()`), read back entry by entry
+/// against the code objects that went in.
+fn bundle_step<'a>(module: &str, archs: Vec<String>) -> Step<'a> {
+    let output = format!("{module}.hipfb");
+    let module = module.to_string();
+    Step {
+        label: format!("hip bundle {module}"),
+        output: output.clone(),
+        recipe: format!("hip bundle v{} of {}", kiln_build::bundle::VERSION, archs.join("+")),
+        staged: Vec::new(),
+        cost: 1,
+        run: Box::new(move |io| {
+            let bytes = archs
+                .iter()
+                .map(|a| fs::read(io.path(&format!("{a}.hsaco"))).with_context(|| format!("cannot read the {a} code object")))
+                .collect::<Result<Vec<_>>>()?;
+            let inputs: Vec<(&str, &[u8])> = archs.iter().zip(&bytes).map(|(a, b)| (a.as_str(), b.as_slice())).collect();
+            let bundle = kiln_build::bundle::write(&inputs);
+            // Each entry's e_flags machine value is checked too, from kiln-target's table.
+            let mach = |g: &str| HipArch::parse(g).ok().map(|a| a.mach());
+            kiln_validate::bundle::verify_with(&bundle, &inputs, &mach)
+                .with_context(|| format!("the HIP code-object bundle of module {module} does not read back"))?;
+            fs::write(io.path(&output), bundle)?;
+            Ok(())
+        }),
+    }
+}
+
+/// The static library cut into the link crates' slices, each archived with
+/// the pinned `ar` in the sandbox and compressed.
+fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
+    let main = pins.artifact_crate.name.clone();
+    let lib = &pins.candle.staticlib;
+    let ar = cuda::archive_job(plan, "<lib>", &lib.sass, &lib.ptx, &["<members>".to_string()]).argv.join(" ");
+    Step {
+        label: format!("slices of lib{}.a", pins.candle.staticlib.name),
+        output: "slices".into(),
+        recipe: format!("static library slices v{} for {main}, budget {PAYLOAD_BUDGET}, `{ar}`, {}", slices::VERSION, compress::recipe()),
+        staged: Vec::new(),
+        cost,
+        run: Box::new(move |io| {
+            let library = fs::read(io.path("library.a")).context("cannot read the static library")?;
+            let work = io.path(".ar");
+            let size = |name: &str, _: &[u8]| -> Result<u64> {
+                let z = io.path(&format!("{name}.zst"));
+                Ok(fs::metadata(&z).with_context(|| format!("{name} was not compressed: {} is missing", z.display()))?.len())
+            };
+            let archive = |lib: &str, members: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
+                let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
+                let mut job = cuda::archive_job(plan, lib, &pins.candle.staticlib.sass, &pins.candle.staticlib.ptx, &names);
+                job.staged = members;
+                let dir = work.join(lib);
+                fs::create_dir_all(&dir)?;
+                for (name, path) in &job.staged {
+                    kiln_build::store::link_or_copy(path, &dir.join(name))?;
+                }
+                io.sandboxed(&dir, &job.mounts, &job.argv)?;
+                Ok(dir.join(&job.output))
+            };
+            let out = io.path("slices");
+            fs::create_dir_all(&out)?;
+            let made = slices::split(&library, &main, &size, &archive, &out)?;
+            fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
+            io.log(&format!("{} slices: {}", made.len(), made.iter().map(|s| s.lib.as_str()).collect::<Vec<_>>().join(", ")))?;
+            Ok(())
+        }),
+    }
+}

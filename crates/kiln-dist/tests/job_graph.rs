@@ -1,0 +1,169 @@
+//! kiln-build's job graph with the real pinned compilers: a step starts only
+//! once the outputs it reads exist, work that finishes something goes before
+//! more compiles, a failure stops only what reads from it (reported as not
+//! run), and every node, compile or step, is cached by content.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    sync::Mutex,
+};
+
+use kiln_build::{cuda, run_graph, Node, Plan, Step};
+use kiln_pins::{Pins, Sm};
+use kiln_toolchain::{sysroot, Cache, Runner};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn toolchain() -> (Pins, Runner) {
+    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
+    let cache = Cache::from_env().unwrap();
+    let root = sysroot::provision(&cache, &pins, 4, &|l| eprintln!("{l}")).expect("the pinned toolchain provisions");
+    (pins, Runner::new(root).unwrap())
+}
+
+fn temp(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-graph-{label}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A step that writes the byte count of its input `in` as text.
+fn count<'a>(label: &str) -> Step<'a> {
+    Step {
+        label: label.into(),
+        output: "count.txt".into(),
+        recipe: "count v1".into(),
+        staged: Vec::new(),
+        cost: 1,
+        run: Box::new(|io| {
+            let n = fs::metadata(io.path("in"))?.len();
+            io.log(&format!("{n} bytes"))?;
+            fs::write(io.path("count.txt"), n.to_string())?;
+            Ok(())
+        }),
+    }
+}
+
+#[test]
+fn steps_run_on_their_inputs_and_a_failure_stops_only_what_reads_it() {
+    let (pins, runner) = toolchain();
+    let dir = temp("fail");
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let plan = Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip"));
+    let file = plan.file("probe.cu", "the probe").unwrap();
+    let nodes = vec![
+        Node::command(cuda::cubin_job(&plan, &pins, "probe", &file, Sm(90)).unwrap()),
+        Node::step(count("count the cubin"), vec![(0, "in".into())]),
+        Node::step(
+            Step {
+                label: "a failing step".into(),
+                output: "never".into(),
+                recipe: "fail v1".into(),
+                staged: Vec::new(),
+                cost: 1,
+                run: Box::new(|io| {
+                    io.log("about to fail")?;
+                    anyhow::bail!("deliberately")
+                }),
+            },
+            Vec::new(),
+        ),
+        Node::step(count("count the failure"), vec![(2, "in".into())]),
+        Node::step(
+            Step {
+                label: "both".into(),
+                output: "both.txt".into(),
+                recipe: "both v1".into(),
+                staged: Vec::new(),
+                cost: 1,
+                run: Box::new(|io| {
+                    let n = fs::read_to_string(io.path("count"))?;
+                    let len = fs::metadata(io.path("sm_90.cubin"))?.len();
+                    fs::write(io.path("both.txt"), format!("{n}={len}"))?;
+                    Ok(())
+                }),
+            },
+            vec![(1, "count".into()), (0, "sm_90.cubin".into())],
+        ),
+    ];
+    for round in 0..2 {
+        let said = Mutex::new(Vec::new());
+        let opts = kiln_build::Options { workers: 2, ..Default::default() };
+        let results = run_graph(&runner, &cache, &nodes, &opts, &|l| said.lock().unwrap().push(l));
+        let said = said.into_inner().unwrap().join("\n");
+        let cubin = results[0].as_ref().unwrap();
+        let len = fs::metadata(&cubin.path).unwrap().len();
+        assert_eq!(fs::read_to_string(&results[1].as_ref().unwrap().path).unwrap(), len.to_string());
+        let failed = results[2].as_ref().unwrap_err();
+        assert!(!failed.skipped() && failed.tail.contains("deliberately") && failed.log.is_file(), "{failed}");
+        assert!(fs::read_to_string(&failed.log).unwrap().contains("about to fail"), "the step's log is kept");
+        let not_run = results[3].as_ref().unwrap_err();
+        assert!(not_run.skipped() && not_run.tail.contains("a failing step"), "{not_run}");
+        assert!(said.contains("not run count the failure"), "{said}");
+        let both = results[4].as_ref().unwrap();
+        assert_eq!(fs::read_to_string(&both.path).unwrap(), format!("{len}={len}"));
+        // The second round finds every successful node in the cache.
+        let cached = [0, 1, 4].iter().all(|&i| results[i].as_ref().unwrap().cached);
+        assert_eq!(cached, round == 1, "round {round}: {said}");
+        if round == 1 {
+            // The entry keeps the step's log and recipe, as a compile's does.
+            let entry = both.path.parent().unwrap();
+            assert!(fs::read_to_string(entry.join("recipe.txt")).unwrap().contains("step both v1"));
+            assert!(entry.join("build.log").is_file());
+        }
+    }
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn work_that_finishes_something_goes_before_more_compiles() {
+    let (pins, runner) = toolchain();
+    let dir = temp("order");
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let plan = Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip"));
+    let file = plan.file("probe.cu", "the probe").unwrap();
+    let mut first = cuda::cubin_job(&plan, &pins, "probe", &file, Sm(90)).unwrap();
+    first.cost = 100;
+    let mut second = cuda::ptx_job(&plan, &pins, "probe", &file, pins.targets.cuda_ptx[0]).unwrap();
+    second.cost = 10;
+    let nodes = vec![Node::command(second), Node::command(first), Node::step(count("count the cubin"), vec![(1, "in".into())])];
+    let said = Mutex::new(Vec::new());
+    // One worker: the order is the scheduler's, nothing else.
+    let opts = kiln_build::Options { workers: 1, ..Default::default() };
+    let results = run_graph(&runner, &cache, &nodes, &opts, &|l| said.lock().unwrap().push(l));
+    assert!(results.iter().all(|r| r.is_ok()));
+    let order: Vec<String> = said.into_inner().unwrap().into_iter().filter(|l| l.contains(" built ")).collect();
+    let at = |what: &str| order.iter().position(|l| l.contains(what)).unwrap_or_else(|| panic!("{what} not built: {order:?}"));
+    assert!(at("sm_90") < at("count the cubin") && at("count the cubin") < at("compute_"), "{order:?}");
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_archive_job_reads_its_objects_from_the_graph() {
+    let (pins, runner) = toolchain();
+    let dir = temp("archive");
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let plan = Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip")).with_cuda_headers(repo().join("kernels/cuda"));
+    let file = plan.file("probe.cu", "the probe").unwrap();
+    // The static library's own sms: every one is within the pinned nvcc's reach.
+    let lib_sms = &pins.candle.staticlib.sass;
+    let object = cuda::object_job(&plan, &pins, "probelib", &file, lib_sms, &[]).unwrap();
+    let name = object.output.clone();
+    let archive = cuda::archive_job(&plan, "probelib", lib_sms, &[], std::slice::from_ref(&name));
+    let nodes = vec![Node::command(object), Node { work: kiln_build::Work::Command(archive), inputs: vec![(0, name.clone())] }];
+    let opts = kiln_build::Options { workers: 2, ..Default::default() };
+    let results = run_graph(&runner, &cache, &nodes, &opts, &|l| eprintln!("{l}"));
+    let built: Vec<_> = results.into_iter().map(|r| r.unwrap_or_else(|f| panic!("{f}"))).collect();
+    let bytes = fs::read(&built[1].path).unwrap();
+    let sms: Vec<u32> = lib_sms.iter().map(|s| s.0).collect();
+    let a = kiln_validate::ar::check(&bytes, &sms, &[], &[]).unwrap();
+    assert_eq!(a.members.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), [name.as_str()]);
+    for k in ["probe_gather_checked", "probe_saxpy_f32", "probe_warp_sum_f16"] {
+        assert!(a.functions().iter().any(|f| f.contains(k)), "{k} in {:?}", a.functions());
+    }
+    fs::remove_dir_all(dir).unwrap();
+}

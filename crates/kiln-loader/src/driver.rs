@@ -1,0 +1,92 @@
+//! What a GPU backend provides, whatever the vendor: [`Driver`], the calls
+//! the backend-generic surface (`device.rs`) makes on an open device. Each
+//! backend implements it in its own file (`cuda.rs` through cudarc, `hip.rs`
+//! through a runtime-loaded binding) and imports nothing but this file, so
+//! it can be read alone; `device.rs` knows backends only through [`open`]
+//! and [`count`].
+
+use std::ffi::c_void;
+
+use kiln_manifest::{Artifact, Backend, DeviceArch};
+
+use crate::args::LaunchConfig;
+use crate::error::Result;
+
+/// A failed driver call, before it is given its context.
+#[derive(Clone, Debug)]
+pub(crate) struct DriverFail {
+    pub code: i64,
+    pub name: String,
+    pub message: String,
+}
+
+pub(crate) type DriverResult<T> = std::result::Result<T, DriverFail>;
+
+/// What a backend says about a device it opened.
+pub(crate) struct RawDeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub arch: DeviceArch,
+    pub reported_arch: String,
+    pub driver_version: String,
+    /// Tells contexts apart: the same module is loaded once per context.
+    pub context_id: usize,
+}
+
+/// An open device of one backend. Handles (memory, modules, functions) are
+/// the driver's own, carried as integers.
+pub(crate) trait Driver: Send + Sync {
+    /// `bytes` of zeroed device memory.
+    fn alloc(&self, bytes: usize) -> DriverResult<u64>;
+    fn free(&self, ptr: u64);
+    fn htod(&self, dst: u64, src: &[u8]) -> DriverResult<()>;
+    fn dtoh(&self, dst: &mut [u8], src: u64) -> DriverResult<()>;
+    fn synchronize(&self) -> DriverResult<()>;
+    /// `image` is a whole, checked image (cubin, NUL-terminated PTX, code
+    /// object or bundle), 8-byte aligned.
+    fn load_module(&self, image: &[u8]) -> DriverResult<u64>;
+    fn unload(&self, module: u64);
+    fn function(&self, module: u64, name: &str) -> DriverResult<u64>;
+    /// # Safety
+    /// `params` must match the kernel's parameters; see `Function::launch`.
+    unsafe fn launch(&self, function: u64, cfg: &LaunchConfig, params: &mut [*mut c_void]) -> DriverResult<()>;
+    /// What to tell the user when the driver refused `artifact` with `code`
+    /// on a device of `device` (empty when there is nothing to add).
+    fn load_hint(&self, code: i64, artifact: &Artifact, device: &DeviceArch) -> String;
+    /// The cudarc context behind a CUDA device.
+    #[cfg(feature = "cuda")]
+    fn cuda_context(&self) -> Option<&std::sync::Arc<cudarc::driver::CudaContext>> {
+        None
+    }
+}
+
+/// Opens device `ordinal` of `backend`.
+pub(crate) fn open(backend: Backend, ordinal: usize) -> Result<(Box<dyn Driver>, RawDeviceInfo)> {
+    match backend {
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => crate::cuda::CudaDevice::open(ordinal).map(|(d, raw)| (Box::new(d) as Box<dyn Driver>, raw)),
+        #[cfg(not(feature = "cuda"))]
+        Backend::Cuda => {
+            let _ = ordinal;
+            Err(crate::error::Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" })
+        }
+        Backend::Hip => crate::hip::HipDevice::open(ordinal).map(|(d, raw)| (Box::new(d) as Box<dyn Driver>, raw)),
+    }
+}
+
+/// A CUDA device for a context the caller already has (candle's).
+#[cfg(feature = "cuda")]
+pub(crate) fn from_cuda_context(ctx: std::sync::Arc<cudarc::driver::CudaContext>) -> Result<(Box<dyn Driver>, RawDeviceInfo)> {
+    crate::cuda::CudaDevice::from_context(ctx).map(|(d, raw)| (Box::new(d) as Box<dyn Driver>, raw))
+}
+
+/// How many devices `backend` has. Errors when its driver is missing.
+pub(crate) fn count(backend: Backend) -> Result<usize> {
+    match backend {
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => crate::cuda::count(),
+        #[cfg(not(feature = "cuda"))]
+        Backend::Cuda => Err(crate::error::Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" }),
+        Backend::Hip => crate::hip::count(),
+    }
+}

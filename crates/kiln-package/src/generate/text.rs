@@ -1,0 +1,125 @@
+//! What every generated crate shares: the template's files, `{{PLACEHOLDER}}`
+//! filling, the crates' names and versions, and the licence texts.
+
+use std::{collections::BTreeMap, fs, path::Path};
+
+use anyhow::{bail, Context, Result};
+
+use super::Inputs;
+
+/// Placeholder values, by name.
+pub type Vars = BTreeMap<&'static str, String>;
+
+/// The generator's state: the inputs, the output folder, and what every crate uses.
+pub struct Gen<'a> {
+    pub inp: &'a Inputs<'a>,
+    pub out: &'a Path,
+    /// The main crate's name, and the version and exact requirement every crate shares.
+    pub main: String,
+    pub version: String,
+    pub exact: String,
+    /// The targets carried, for descriptions (`sm_80, ..., gfx90a`).
+    pub targets: String,
+    mit: String,
+    apache: String,
+}
+
+impl<'a> Gen<'a> {
+    pub fn new(inp: &'a Inputs<'a>, out: &'a Path) -> Result<Gen<'a>> {
+        let version = inp.pins.crate_version();
+        let apache_path = &inp.toolchain.apache_license;
+        let apache = fs::read_to_string(apache_path).with_context(|| format!("cannot read {}", apache_path.display()))?;
+        let t = &inp.manifest.targets;
+        let targets = t.cuda_sass.iter().chain(&t.hip).cloned().collect::<Vec<_>>().join(", ");
+        let mut g =
+            Gen { inp, out, main: inp.pins.artifact_crate.name.clone(), exact: exact_req(&version), version, targets, mit: String::new(), apache };
+        g.mit = g.template("LICENSE-MIT")?;
+        Ok(g)
+    }
+
+    /// A file of the template, by its path in `template/`.
+    pub fn template(&self, rel: &str) -> Result<String> {
+        fs::read_to_string(self.inp.sources.template.join(rel)).with_context(|| format!("template file {rel} is missing"))
+    }
+
+    /// A template file with its placeholders filled in.
+    pub fn filled(&self, rel: &str, vars: &Vars) -> Result<String> {
+        fill(&self.template(rel)?, vars)
+    }
+
+    /// Both licence texts kiln's crates are published under.
+    pub fn licenses(&self, dir: &Path) -> Result<()> {
+        write(&dir.join("LICENSE-MIT"), &self.mit)?;
+        write(&dir.join("LICENSE-APACHE"), &self.apache)
+    }
+
+    /// The placeholders every crate of the set may use, for the crate `name`.
+    pub fn common(&self, name: &str) -> Vars {
+        let pins = self.inp.pins;
+        let mut v = Vars::new();
+        v.insert("NAME", name.to_string());
+        v.insert("LIB_NAME", lib_name(name));
+        v.insert("VERSION", self.version.clone());
+        v.insert("MAIN", self.main.clone());
+        v.insert("REPOSITORY", crate::sources::REPOSITORY.to_string());
+        v.insert("KILN_VERSION", self.inp.kiln_version.to_string());
+        v.insert("CANDLE_VERSION", pins.candle.version.clone());
+        v.insert("TARGETS", self.targets.clone());
+        v.insert("EXACT", self.exact.clone());
+        v.insert("UPSTREAM", pins.candle.crate_name.clone());
+        v.insert("UPSTREAM_LIB", lib_name(&pins.candle.crate_name));
+        v
+    }
+}
+
+/// A crate's Rust library name.
+pub fn lib_name(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// `=0.11.1` for version `0.11.1+kiln.1`: cargo ignores build metadata in a
+/// requirement (and warns that it does), so the requirement says only what
+/// it means. crates.io (like kiln's test registry) refuses two versions that
+/// differ only in metadata, so `=` still names exactly one crate there.
+pub fn exact_req(version: &str) -> String {
+    format!("={}", version.split_once('+').map_or(version, |(v, _)| v))
+}
+
+pub fn fill(template: &str, vars: &Vars) -> Result<String> {
+    let mut out = template.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    if let Some(at) = out.find("{{") {
+        let end = out[at..].find("}}").map_or(out.len(), |e| at + e + 2);
+        bail!("template placeholder {} has no value", &out[at..end]);
+    }
+    Ok(out)
+}
+
+pub fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
+    if let Some(p) = path.parent() {
+        fs::create_dir_all(p)?;
+    }
+    fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A Rust slice of (artifact path, payload bytes) pairs, the payloads included from `../payload/`.
+pub fn table(paths: &[String]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("&[\n");
+    for p in paths {
+        let _ = writeln!(s, "    ({p:?}, include_bytes!(\"../payload/{p}.zst\")),");
+    }
+    s.push(']');
+    s
+}
+
+pub fn dir_size(dir: &Path) -> Result<u64> {
+    let mut n = 0;
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        n += if e.file_type()?.is_dir() { dir_size(&e.path())? } else { e.metadata()?.len() };
+    }
+    Ok(n)
+}

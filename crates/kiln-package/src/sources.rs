@@ -1,0 +1,59 @@
+//! What the crates are made from besides the artifacts: kiln-package's
+//! template, the two leaf crates packaged beside them, and the files the
+//! pinned toolchain provides (the static CUDA runtime, licence texts). The
+//! one place that knows where each lives.
+
+use std::path::{Path, PathBuf};
+
+/// The repository the generated crates name.
+pub const REPOSITORY: &str = "https://github.com/kiln-gpu/kiln";
+
+/// kiln's own trees the crates are generated from, in a checkout.
+#[derive(Clone, Debug)]
+pub struct Sources {
+    /// `crates/kiln-package/template`: the hand-written crate code.
+    pub template: PathBuf,
+    /// `crates/kiln-manifest` and `crates/kiln-target`, packaged alongside (the crates depend on them).
+    pub kiln_manifest: PathBuf,
+    pub kiln_target: PathBuf,
+    /// The generator's own code: a fix to it must repackage.
+    pub generator: PathBuf,
+}
+
+impl Sources {
+    pub fn in_repo(repo: &Path) -> Sources {
+        Sources {
+            template: repo.join("crates/kiln-package/template"),
+            kiln_manifest: repo.join("crates/kiln-manifest"),
+            kiln_target: repo.join("crates/kiln-target"),
+            generator: repo.join("crates/kiln-package/src"),
+        }
+    }
+
+    /// Every tree whose files make the crates (for a cache key).
+    pub fn trees(&self) -> [&Path; 4] {
+        [&self.template, &self.kiln_manifest, &self.kiln_target, &self.generator]
+    }
+}
+
+/// The pinned toolchain's files that the crates carry.
+#[derive(Clone, Debug)]
+pub struct ToolchainFiles {
+    /// NVIDIA's static CUDA runtime, which the prebuilt static library calls.
+    pub cudart_static: PathBuf,
+    /// Its licence (the CUDA EULA).
+    pub nvidia_license: PathBuf,
+    /// The Apache-2.0 text (from the toolchain's common-licenses).
+    pub apache_license: PathBuf,
+}
+
+impl ToolchainFiles {
+    /// In the provisioned sysroot at `root`.
+    pub fn in_sysroot(root: &Path) -> ToolchainFiles {
+        ToolchainFiles {
+            cudart_static: root.join("usr/lib/x86_64-linux-gnu/libcudart_static.a"),
+            nvidia_license: root.join("usr/share/doc/nvidia-cuda-dev/copyright"),
+            apache_license: root.join("usr/share/common-licenses/Apache-2.0"),
+        }
+    }
+}

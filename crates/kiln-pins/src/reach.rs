@@ -1,0 +1,124 @@
+//! Which pinned compiler builds each pinned target, decided from the
+//! compilers' versions and kiln-target's table. A target that no pinned
+//! compiler can reach fails when the pin file is read (`cargo xtask pins
+//! check`), naming the target and the compiler, not deep into a build.
+
+use crate::{
+    error::PinError,
+    raw::{Ctx, LibTargets},
+    Pins, Sm, StaticLib, Targets, Toolchain,
+};
+
+/// How the SASS for one pinned sm is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SassBy {
+    /// The pinned nvcc compiles the source for it.
+    Nvcc,
+    /// The pinned nvcc compiles the source to PTX at `from` (the highest
+    /// pinned level at or below the sm) and the pinned newer ptxas assembles
+    /// that into the sm's SASS: what `nvcc -gencode arch=compute_<from>,code=sm_<sm>`
+    /// of a newer nvcc does.
+    Ptxas { from: Sm },
+}
+
+/// `(major, minor)` of a CUDA version as Debian (`12.4.131~12.4.1-2`) or
+/// PyPI (`12.9.86`) writes it.
+pub fn cuda_version(version: &str) -> Option<(u32, u32)> {
+    let v = version.split_once(':').map_or(version, |(_, v)| v);
+    let mut parts = v.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+fn nvcc_builds(t: &Toolchain, sm: Sm) -> bool {
+    cuda_version(&t.nvcc.version).is_some_and(|v| sm.row().built_by(v))
+}
+
+fn ptxas_builds(t: &Toolchain, sm: Sm) -> bool {
+    t.ptxas.as_ref().and_then(|p| cuda_version(&p.version)).is_some_and(|v| sm.row().built_by(v))
+}
+
+impl Pins {
+    /// How the SASS for `sm` (one of `targets.cuda_sass`) is made.
+    pub fn sass_by(&self, sm: Sm) -> SassBy {
+        if nvcc_builds(&self.toolchain, sm) {
+            return SassBy::Nvcc;
+        }
+        let from = self.targets.cuda_ptx.iter().copied().filter(|l| l.0 <= sm.0).max().expect("checked when the pins were read");
+        SassBy::Ptxas { from }
+    }
+}
+
+fn clang_major(t: &Toolchain) -> Option<u32> {
+    t.clang.package.strip_prefix("clang-")?.parse().ok()
+}
+
+pub(crate) fn check(cx: &Ctx, targets: &Targets, lib: &StaticLib, raw_lib: &LibTargets, t: &Toolchain) -> Result<(), PinError> {
+    let whole = |message: String| PinError::at(cx.file, cx.text, None, message);
+    let nvcc = format!("{} {}", t.nvcc.package, t.nvcc.version);
+    if let Some(llvm) = clang_major(t) {
+        for arch in &targets.hip {
+            if arch.row().llvm > llvm {
+                return Err(whole(format!(
+                    "targets.hip has {arch}, which LLVM knows from version {} on, but the pinned clang is {} {}",
+                    arch.row().llvm,
+                    t.clang.package,
+                    t.clang.version
+                ))
+                .help("pin a newer clang and ROCm device libraries, or drop the arch"));
+            }
+        }
+    }
+    for &level in &targets.cuda_ptx {
+        if !nvcc_builds(t, level) {
+            return Err(whole(format!("targets.cuda_ptx has {}, which {nvcc} cannot compile for", level.ptx()))
+                .help("PTX comes from nvcc: drop the level or pin an nvcc that has it"));
+        }
+    }
+    let floor = targets.cuda_ptx[0];
+    for &sm in &targets.cuda_sass {
+        if sm.0 < floor.0 {
+            return Err(whole(format!(
+                "targets.cuda_sass has {} below the PTX floor {}: a GPU of that sm would be handed PTX above its capability",
+                sm.sass(),
+                floor.ptx()
+            ))
+            .help("lower targets.cuda_ptx's first level to the lowest sm"));
+        }
+        if nvcc_builds(t, sm) {
+            continue;
+        }
+        let ptxas = t.ptxas.as_ref().map(|p| format!("{} {}", p.package, p.version));
+        if !ptxas_builds(t, sm) {
+            return Err(whole(format!(
+                "targets.cuda_sass has {}, which neither {nvcc} nor {} can build",
+                sm.sass(),
+                ptxas.as_deref().unwrap_or("a ptxas (none is pinned: [toolchain].ptxas)")
+            ))
+            .help(format!("{} needs CUDA {}.{} or newer", sm.sass(), sm.row().since.0, sm.row().since.1)));
+        }
+    }
+    // The static library's objects come from one nvcc call each: everything in them is nvcc's.
+    for (raw, sm) in raw_lib.sass.iter().zip(&lib.sass).chain(raw_lib.ptx.iter().zip(&lib.ptx)) {
+        if !nvcc_builds(t, *sm) {
+            return Err(cx
+                .err(raw, format!("the static library's objects are built by nvcc alone ({nvcc}), which cannot compile for {}", raw.get_ref()))
+                .help("drop it: a GPU beyond the pinned nvcc JIT-compiles the library's highest PTX level (candle.staticlib.ptx)"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_as_debian_and_pypi_write_them() {
+        assert_eq!(cuda_version("12.4.131~12.4.1-2"), Some((12, 4)));
+        assert_eq!(cuda_version("12.9.86"), Some((12, 9)));
+        assert_eq!(cuda_version("1:13.0.88-1"), Some((13, 0)));
+        assert_eq!(cuda_version("twelve"), None);
+    }
+}
