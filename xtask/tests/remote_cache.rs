@@ -65,7 +65,7 @@ fn an_empty_local_cache_is_fed_entirely_by_a_warm_remote_without_compiling() {
     let o = run(dist(&cache_at(&s.0.join("second-cache")), &server.url(), &out, &["--no-compile", "--locked"]));
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
-    assert!(t.contains(&format!("{JOBS} jobs in")) && t.contains("0 built, 0 failed"), "{t}");
+    assert!(t.contains(&format!("{JOBS} jobs in")) && t.contains("from cache, 0 built"), "{t}");
     assert!(t.contains(&format!("{JOBS} hits, 0 misses, 0 stored")), "{t}");
     assert_same_tree(&first, &out);
 
