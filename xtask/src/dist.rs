@@ -1,27 +1,100 @@
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
-use kiln_dist::{lock::Lock, Options, Selection};
-use kiln_manifest::Manifest;
-use kiln_toolchain::fetch;
+use anyhow::{bail, Result};
+use kiln_dist::{costs::Costs, lock::Lock, Options, Selection};
+use kiln_toolchain::remote;
 
 use crate::flags;
 
+fn workers(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+}
+
+/// The remote cache the flags and the environment name, if any.
+fn remote_config(r: &flags::Remote) -> Result<Option<remote::Config>> {
+    let mut config = match &r.url {
+        Some(url) => {
+            let mut c = remote::Config::new(url)?;
+            c.apply_env()?;
+            Some(c)
+        }
+        None => remote::Config::from_env()?,
+    };
+    if r.read_only {
+        match &mut config {
+            Some(c) => c.read_only = true,
+            None => bail!("--remote-cache-read-only needs a remote cache: --remote-cache URL or {}", remote::URL_ENV),
+        }
+    }
+    Ok(config)
+}
+
 pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
+    if let Some(flags::DistCommand::Merge(m)) = f.command {
+        return merge(pins_path, m);
+    }
     let pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
     let lock_path = root.join(kiln_dist::lock::FILE_NAME);
     let locked = if f.locked { Some(Lock::load(&lock_path)?) } else { None };
+    let out = f.out.clone().unwrap_or_else(|| match f.shard {
+        Some(s) => format!("target/dist-part-{}-of-{}", s.k, s.n).into(),
+        None => "target/dist".into(),
+    });
     let opts = Options {
         repo: root.clone(),
-        out: root.join(&f.out),
+        out: root.join(out),
         selection: Selection::new(f.modules, &f.archs, &pins)?,
-        workers: f.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        workers: workers(f.jobs),
         verbose: f.verbose,
         locked,
         package: !f.no_package,
+        no_compile: f.no_compile,
+        remote: remote_config(&f.remote)?,
     };
+    let costs_path = root.join(kiln_dist::costs::FILE_NAME);
+    if let Some(spec) = f.shard {
+        let o = kiln_dist::shard::run(&pins, &opts, spec, &costs_path, &|l| crate::say(l))?;
+        let bytes: u64 = o.part.jobs.iter().map(|j| j.size).sum();
+        println!(
+            "{}: shard {} of plan {}: {} jobs ({} built here, {:.1} MB) in {:.1} s; `cargo xtask dist merge` takes it with the other parts",
+            o.out.display(),
+            o.part.shard,
+            &o.part.plan.id[..12],
+            o.part.jobs.len(),
+            o.built,
+            bytes as f64 / 1e6,
+            o.seconds
+        );
+        return Ok(());
+    }
     let outcome = kiln_dist::run(&pins, &opts, &|l| crate::say(l))?;
+    report(&outcome, f.locked, &lock_path);
+    if f.update_lock {
+        let m = &outcome.manifest;
+        let mut lock = if lock_path.exists() { Lock::load(&lock_path)? } else { Lock::of(m) };
+        lock.update(m);
+        lock.write(&lock_path)?;
+        println!("{}: {} artifact hashes", lock_path.display(), lock.artifacts.len());
+    }
+    if f.update_costs {
+        let mut costs = Costs::load(&costs_path)?;
+        let measured: Vec<(String, f64)> = outcome.compiled.iter().filter_map(|(l, s)| s.map(|s| (l.clone(), s))).collect();
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let note = format!("seconds per job as each cache entry recorded them; written with -j {} on a {cores}-core machine", opts.workers);
+        let n = costs.update(measured, &note);
+        costs.write(&costs_path)?;
+        println!(
+            "{}: {n} of {} jobs measured ({} without a recorded time kept their old figure)",
+            costs_path.display(),
+            outcome.compiled.len(),
+            outcome.compiled.len() - n
+        );
+    }
+    Ok(())
+}
+
+fn report(outcome: &kiln_dist::Outcome, locked: bool, lock_path: &Path) {
     let m = &outcome.manifest;
     let bytes: u64 = m.artifacts.iter().map(|a| a.size).sum();
     println!(
@@ -36,15 +109,33 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
         let total: u64 = outcome.crates.iter().map(|c| c.size).sum();
         println!("{} crates ({:.1} MB) in {}", outcome.crates.len(), total as f64 / 1e6, outcome.out.join(kiln_dist::package::CRATES_DIR).display());
     }
-    if f.locked {
+    if locked {
         println!("all {} artifacts match {}", m.artifacts.len(), lock_path.display());
     }
-    if f.update_lock {
-        let mut lock = if lock_path.exists() { Lock::load(&lock_path)? } else { Lock::of(m) };
-        lock.update(m);
-        lock.write(&lock_path)?;
-        println!("{}: {} artifact hashes", lock_path.display(), lock.artifacts.len());
-    }
+}
+
+/// `dist merge DIR...`.
+fn merge(pins_path: &Path, m: flags::Merge) -> Result<()> {
+    let pins = crate::load_pins(pins_path)?;
+    let root = crate::project_root();
+    let lock_path = root.join(kiln_dist::lock::FILE_NAME);
+    let lock = if lock_path.exists() || m.locked { Some(Lock::load(&lock_path)?) } else { None };
+    let opts = Options {
+        repo: root.clone(),
+        out: root.join(&m.out),
+        selection: Selection::default(),
+        workers: workers(m.jobs),
+        verbose: m.verbose,
+        locked: if m.locked { lock.clone() } else { None },
+        package: !m.no_package,
+        no_compile: true,
+        remote: remote_config(&m.remote)?,
+    };
+    // Relative part folders are relative to where the command was typed (a shell glob expanded there).
+    let here = crate::invoked_from();
+    let parts: Vec<_> = m.parts.iter().map(|p| here.join(p)).collect();
+    let outcome = kiln_dist::merge::run(&pins, &opts, &parts, lock.as_ref(), &root.join(kiln_dist::costs::FILE_NAME), &|l| crate::say(l))?;
+    report(&outcome, m.locked, &lock_path);
     Ok(())
 }
 
@@ -53,24 +144,8 @@ pub fn verify(pins_path: &Path, v: flags::Verify) -> Result<()> {
     let _pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
     let dist = root.join(&v.dist);
-    let mpath = dist.join(kiln_manifest::FILE_NAME);
-    let text = std::fs::read_to_string(&mpath).with_context(|| format!("cannot read {}: run `cargo xtask dist` first", mpath.display()))?;
-    let m = Manifest::from_json(&text, &mpath.display().to_string())?;
-    let mut problems = Vec::new();
-    for a in &m.artifacts {
-        let path = dist.join(&a.path);
-        match fetch::sha256_file(&path) {
-            Ok(h) if h == a.sha256 => {}
-            Ok(h) => problems.push(format!("{}: sha256 {} but the manifest says {}", a.path, &h[..16], &a.sha256[..16])),
-            Err(e) => problems.push(format!("{}: {e:#}", a.path)),
-        }
-    }
     let lock = Lock::load(&root.join(kiln_dist::lock::FILE_NAME))?;
-    let complete = m.artifacts.len() >= lock.artifacts.len();
-    problems.extend(lock.differences(&m, complete));
-    if !problems.is_empty() {
-        bail!("{} problem(s) in {}:\n  {}", problems.len(), dist.display(), problems.join("\n  "));
-    }
-    println!("{}: {} artifacts match the manifest and {}", dist.display(), m.artifacts.len(), kiln_dist::lock::FILE_NAME);
+    let (artifacts, crates) = kiln_dist::verify::folder(&dist, &lock)?;
+    println!("{}: {artifacts} artifacts match the manifest and {} ({crates} crates match crates.json)", dist.display(), kiln_dist::lock::FILE_NAME);
     Ok(())
 }

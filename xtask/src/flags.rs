@@ -25,11 +25,19 @@ pub struct Xtask {
 #[derive(Subcommand, Debug)]
 pub enum Task {
     /// Build every kernel module for every pinned target into target/dist/ (with manifest.json).
-    #[command(long_about = "Build every kernel module for every pinned target into target/dist/.\n\n\
+    #[command(
+        long_about = "Build every kernel module for every pinned target into target/dist/.\n\n\
         Provisions the pinned toolchain and the pinned candle-kernels sources first (cached in \
         $KILN_CACHE_DIR), compiles in parallel with a content-addressed cache (a no-op rerun takes \
         seconds), reads every artifact back to validate it, and only then replaces target/dist/ in \
-        one atomic step: a failed or interrupted run leaves the previous dist folder as it was.")]
+        one atomic step: a failed or interrupted run leaves the previous dist folder as it was.\n\n\
+        Beyond one machine (docs/distributed.md): `--shard K/N` builds the K-th of N parts of the \
+        plan into a part folder, and `dist merge DIR...` assembles the parts into target/dist/ as one \
+        machine would write it. `--remote-cache URL` shares compiled objects with other machines \
+        through an HTTP cache server (Bazel's /cas/ and /ac/ layout).",
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
+    )]
     Dist(Dist),
     /// Check target/dist/ against its manifest and artifacts.lock, naming every file that differs.
     Verify(Verify),
@@ -149,8 +157,63 @@ pub enum PinsAction {
     Update,
 }
 
+/// The remote cache options of `dist` and `dist merge`.
+#[derive(clap::Args, Debug, Default)]
+pub struct Remote {
+    /// Share compiled objects through the HTTP cache server at URL: a local miss is fetched from it
+    /// (checked by sha256; a damaged object is a miss) and what is built here is stored on it.
+    /// Default: $KILN_REMOTE_CACHE. Credentials: a netrc file ($KILN_REMOTE_CACHE_NETRC, else
+    /// ~/.netrc) or $KILN_REMOTE_CACHE_TOKEN (a bearer token), never the URL. Time-out per request:
+    /// $KILN_REMOTE_CACHE_TIMEOUT seconds (default 10); after one failure to reach it, it is not asked again.
+    #[arg(long = "remote-cache", value_name = "URL")]
+    pub url: Option<String>,
+    /// Read from the remote cache, never write to it (pull requests). Also $KILN_REMOTE_CACHE_READ_ONLY=1.
+    #[arg(long = "remote-cache-read-only")]
+    pub read_only: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DistCommand {
+    /// Assemble the parts that `dist --shard K/N` wrote into target/dist/, as a single-machine dist writes it.
+    #[command(long_about = "Assemble the parts that `cargo xtask dist --shard K/N` wrote into target/dist/, \
+        exactly as a single-machine dist writes it (manifest, HIP bundles, static library, crates).\n\n\
+        Refuses, naming each, parts of different plans (pins, sources, targets, selection, job-costs.toml), \
+        a shard given twice or missing, a job missing or in two parts, a file that is missing or not the \
+        bytes its part.json names, and an artifact whose sha256 differs from artifacts.lock. Then every \
+        compiled object is taken from the parts (nothing is compiled here) and the assembling steps run \
+        on this machine. Nothing is written unless all of it succeeds.")]
+    Merge(Merge),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Merge {
+    /// The part folders, one per shard (what `dist --shard K/N --out DIR` wrote).
+    #[arg(value_name = "DIR", required = true)]
+    pub parts: Vec<PathBuf>,
+    /// Fail, and leave the dist folder untouched, unless every artifact matches artifacts.lock;
+    /// then read the written folder back (every file against the manifest, the crates against crates.json).
+    #[arg(long)]
+    pub locked: bool,
+    /// Skip packaging the kernel-artifact crates.
+    #[arg(long)]
+    pub no_package: bool,
+    /// Jobs to run at once (the assembling steps), at least 1 (default: the number of cores).
+    #[arg(long, short = 'j', value_name = "N", value_parser = at_least_one)]
+    pub jobs: Option<usize>,
+    /// The dist folder to write (relative to the repository root); as for `dist --out`.
+    #[arg(long, default_value = "target/dist", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Also print a line for each cache hit.
+    #[arg(long, short)]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct Dist {
+    #[command(subcommand)]
+    pub command: Option<DistCommand>,
     /// Only this module (repeatable): affine, binary, ..., or the static library `moe`.
     #[arg(long = "module", value_name = "NAME")]
     pub modules: Vec<String>,
@@ -169,13 +232,32 @@ pub struct Dist {
     /// Compile jobs to run at once, at least 1 (default: the number of cores).
     #[arg(long, short = 'j', value_name = "N", value_parser = at_least_one)]
     pub jobs: Option<usize>,
-    /// Where to put the dist folder (relative to the repository root). DIR must be new, empty,
-    /// or a folder an earlier dist wrote: kiln refuses to replace anything else.
-    #[arg(long, default_value = "target/dist", value_name = "DIR")]
-    pub out: std::path::PathBuf,
+    /// Where to put the dist folder (relative to the repository root; default target/dist, with
+    /// --shard K/N target/dist-part-K-of-N). DIR must be new, empty, or a folder an earlier dist
+    /// (or shard) wrote: kiln refuses to replace anything else.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
     /// Also print a line for each cache hit.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Build only the K-th of N parts of the plan (1 <= K <= N), cut by the seconds in job-costs.toml
+    /// so that every machine cuts it the same way, into a part folder for `dist merge`.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard, conflicts_with_all = ["update_lock", "update_costs"])]
+    pub shard: Option<kiln_dist::part::Spec>,
+    /// Fail instead of compiling: every kernel and object must come from the local or remote cache
+    /// (the static library's `ar`, the bundles and the crates may still be made here).
+    #[arg(long)]
+    pub no_compile: bool,
+    /// Write the seconds each compile job took (as its cache entry recorded) into job-costs.toml,
+    /// which --shard balances by.
+    #[arg(long)]
+    pub update_costs: bool,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+fn parse_shard(s: &str) -> Result<kiln_dist::part::Spec, String> {
+    s.parse()
 }
 
 #[derive(clap::Args, Debug)]

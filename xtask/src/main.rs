@@ -29,7 +29,18 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// Where the command was typed, before [`run`] moves to the repository root:
+/// paths that name existing things the user points at (part folders) are relative to it.
+static INVOKED_FROM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+pub fn invoked_from() -> PathBuf {
+    INVOKED_FROM.get().cloned().unwrap_or_else(project_root)
+}
+
 fn run(flags: flags::Xtask) -> Result<()> {
+    if let Ok(here) = std::env::current_dir() {
+        INVOKED_FROM.get_or_init(|| here);
+    }
     std::env::set_current_dir(project_root())?;
     match flags.task {
         flags::Task::Dist(d) => dist::run(&flags.pins, d),

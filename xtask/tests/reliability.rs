@@ -11,66 +11,19 @@
 use std::{
     fs,
     io::{BufRead, BufReader},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Output, Stdio},
     time::Duration,
 };
 
+mod common;
+
+use common::{cache_at, leftovers, real_cache, scratch, text, warm_cache_at, xtask};
+
 const SELECTION: &[&str] = &["--module", "affine", "--arch", "sm_90", "--arch", "gfx90a", "--no-package"];
-
-fn real_cache() -> PathBuf {
-    kiln_toolchain::Cache::from_env().unwrap().root().to_path_buf()
-}
-
-struct Scratch(PathBuf);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("chmod").args(["-R", "u+w"]).arg(&self.0).status();
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let d = std::env::temp_dir().join(format!("kiln-rel-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    Scratch(d)
-}
-
-/// A cache at `dir` sharing the real cache's unpacked toolchain and sources.
-fn cache_at(dir: &Path) -> PathBuf {
-    fs::create_dir_all(dir).unwrap();
-    for area in ["toolchains", "sources"] {
-        let real = real_cache().join(area);
-        assert!(real.is_dir(), "{} is missing: run `cargo xtask dist` (or `cargo xtask test`) first", real.display());
-        std::os::unix::fs::symlink(real, dir.join(area)).unwrap();
-    }
-    dir.to_path_buf()
-}
-
-fn xtask(cache: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    c.env("KILN_CACHE_DIR", cache).env_remove("KILN_FAILPOINT");
-    c
-}
 
 fn dist(cache: &Path, out: &Path, extra: &[&str]) -> Output {
     xtask(cache).arg("dist").args(SELECTION).arg("--out").arg(out).args(extra).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Folders a killed publish could leave beside `out`.
-fn leftovers(out: &Path) -> Vec<String> {
-    let name = out.file_name().unwrap().to_string_lossy().into_owned();
-    fs::read_dir(out.parent().unwrap())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!(".{name}.")))
-        .collect()
 }
 
 /// Starts a dist and kills it with SIGKILL once its stderr shows `marker`, plus `after`.
@@ -131,11 +84,8 @@ fn killed_while_packaging_then_rerun_packages_the_same_crates() {
     let real_crates = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/dist/crates/crates.json"))
         .expect("target/dist/crates/crates.json: run `cargo xtask dist` first");
     let s = scratch("package");
-    let cache = cache_at(&s.0.join("cache"));
     // Every compiled entry of the real cache (hard links: nothing is copied or changed), but no packaging.
-    let st = Command::new("cp").arg("-al").arg(real_cache().join("objects")).arg(cache.join("objects")).status().unwrap();
-    assert!(st.success());
-    fs::remove_dir_all(cache.join("objects/packages")).ok();
+    let cache = warm_cache_at(&s.0.join("cache"));
     remove_steps(&cache.join("objects"));
     let out = s.0.join("dist");
     let mut cmd = xtask(&cache);

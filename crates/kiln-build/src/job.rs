@@ -64,6 +64,11 @@ impl Kind {
             Kind::Staticlib => "staticlib",
         }
     }
+
+    /// Runs a kernel compiler (what `--no-compile` forbids); the rest only assemble.
+    pub fn is_compile(self) -> bool {
+        matches!(self, Kind::Hsaco | Kind::Ptx | Kind::Cubin | Kind::Object)
+    }
 }
 
 #[derive(Clone)]

@@ -65,11 +65,19 @@ pub struct Options {
     pub verbose: bool,
     /// How often to say what is still running.
     pub heartbeat: Duration,
+    /// Compile jobs ([`crate::Kind::is_compile`]) must come from the local or
+    /// remote cache: a miss fails the job instead of running the compiler.
+    pub no_compile: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { workers: std::thread::available_parallelism().map_or(2, |n| n.get()), verbose: false, heartbeat: Duration::from_secs(30) }
+        Options {
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            verbose: false,
+            heartbeat: Duration::from_secs(30),
+            no_compile: false,
+        }
     }
 }
 
@@ -340,7 +348,7 @@ pub fn run_graph(runner: &Runner, cache: &Cache, nodes: &[Node], opts: &Options,
                     .collect();
                 st.running.push((i, Instant::now()));
                 drop(st);
-                let r = run_node(runner, cache, &store, &hashes, &nodes[i], inputs, say);
+                let r = run_node(runner, cache, &store, &hashes, &nodes[i], inputs, opts.no_compile, say);
                 let mut st = state.lock().unwrap();
                 st.running.retain(|(j, _)| *j != i);
                 finish(&mut st, i, r);
@@ -384,6 +392,8 @@ fn recipe(node: &Node, toolchain: &str, hashes: &Hashes, inputs: &[(String, Path
     Ok((text, staged))
 }
 
+// Everything a node needs from the run; a struct for it would only be unpacked again.
+#[allow(clippy::too_many_arguments)]
 fn run_node(
     runner: &Runner,
     cache: &Cache,
@@ -391,6 +401,7 @@ fn run_node(
     hashes: &Hashes,
     node: &Node,
     inputs: Vec<(String, PathBuf)>,
+    no_compile: bool,
     say: &(dyn Fn(String) + Sync),
 ) -> Result<Built, Failed> {
     let fail = |log: PathBuf, e: anyhow::Error| Failed { job: node.to_string(), log, tail: format!("{e:#}"), not_run: false };
@@ -401,6 +412,14 @@ fn run_node(
         Lookup::Hit(path) => return Ok(Built { path, key, cached: true, seconds: 0.0 }),
         Lookup::Damaged(message) => say(format!("warning: {node}: {message}")),
         Lookup::Miss => {}
+    }
+    if let (true, Work::Command(job)) = (no_compile, &node.work) {
+        if job.kind.is_compile() {
+            return Err(fail(
+                PathBuf::new(),
+                anyhow::anyhow!("not in the local or remote cache (key {key}), and compiling is turned off (--no-compile / dist merge)"),
+            ));
+        }
     }
 
     let t = Instant::now();
@@ -436,6 +455,7 @@ fn run_node(
             }
         }
         fs::write(dir.join("recipe.txt"), &recipe)?;
+        fs::write(dir.join(crate::store::SECONDS_FILE), format!("{:.3}\n", t.elapsed().as_secs_f64()))?;
         store.put(&key, &dir, output).context("cannot store the result in the cache")
     })();
     match result {

@@ -5,6 +5,8 @@
 //! output against its recorded sha256, so a damaged entry is never shipped.
 //! An output is a file, or a folder (a step that writes several files), whose
 //! sha256 is that of its listing ([`output_sha256`]).
+//! With a remote cache configured ([`kiln_toolchain::remote`]) a local miss
+//! reads through to it and a local build is written back ([`crate::remote`]).
 
 use std::{
     fs,
@@ -14,8 +16,15 @@ use std::{
 use anyhow::{Context, Result};
 use kiln_toolchain::{cache::publish_dir, fetch, Cache};
 
+use crate::job::Job;
+
 /// The file in each entry that records its output's sha256.
 pub const SHA256_FILE: &str = "output.sha256";
+/// The file in each entry that records how many seconds the job took where
+/// it was built (what `dist --update-costs` reads).
+pub const SECONDS_FILE: &str = "seconds";
+/// The files of an entry beside its output: the output is the one file not listed here.
+pub const BOOKKEEPING: &[&str] = &[SHA256_FILE, SECONDS_FILE, "recipe.txt", "build.log"];
 
 /// What the cache has for a key.
 #[derive(Debug)]
@@ -38,11 +47,12 @@ pub fn touched_keys() -> Vec<String> {
 #[derive(Clone, Debug)]
 pub struct Store {
     dir: PathBuf,
+    cache: Cache,
 }
 
 impl Store {
     pub fn new(cache: &Cache) -> Store {
-        Store { dir: cache.objects() }
+        Store { dir: cache.objects(), cache: cache.clone() }
     }
 
     /// Where the entry of `key` lives: `objects/<first two hex digits>/<key>/`.
@@ -54,7 +64,40 @@ impl Store {
     /// recorded when it was made. A damaged entry is moved aside to the
     /// cache's `damaged/` folder (kept, not deleted: it is evidence) and
     /// reported, so that the job is built again.
+    /// A miss, or a damaged entry, is looked up in the remote cache if there is one.
     pub fn get(&self, key: &str, output: &str) -> Lookup {
+        let local = self.get_local(key, output);
+        let Some(remote) = self.cache.remote() else {
+            return match local {
+                Lookup::Damaged(m) => Lookup::Damaged(format!("{m} and building it again")),
+                other => other,
+            };
+        };
+        match local {
+            Lookup::Hit(p) => Lookup::Hit(p),
+            Lookup::Miss => self.fetch_remote(remote, key, output),
+            Lookup::Damaged(m) => match self.fetch_remote(remote, key, output) {
+                Lookup::Hit(p) => {
+                    eprintln!("warning: {m}; fetched it again from the remote cache");
+                    Lookup::Hit(p)
+                }
+                _ => Lookup::Damaged(format!("{m} and building it again")),
+            },
+        }
+    }
+
+    fn fetch_remote(&self, remote: &kiln_toolchain::remote::Remote, key: &str, output: &str) -> Lookup {
+        match crate::remote::fetch(remote, &self.cache, key, output, &self.entry(key)) {
+            Lookup::Hit(p) => {
+                TOUCHED.lock().unwrap().insert(key.to_string());
+                Lookup::Hit(p)
+            }
+            other => other,
+        }
+    }
+
+    /// The local cache's entry alone.
+    pub fn get_local(&self, key: &str, output: &str) -> Lookup {
         let entry = self.entry(key);
         let path = entry.join(output);
         if !path.exists() {
@@ -88,8 +131,8 @@ impl Store {
         let aside = self.dir.parent().unwrap_or(&self.dir).join("damaged").join(format!("{key}.{}", std::process::id()));
         let moved = fs::create_dir_all(aside.parent().expect("damaged/ has a parent")).and_then(|()| fs::rename(&entry, &aside));
         Lookup::Damaged(match moved {
-            Ok(()) => format!("cache entry {} is damaged ({detail}); moved to {} and building it again", entry.display(), aside.display()),
-            Err(e) => format!("cache entry {} is damaged ({detail}) and could not be moved aside ({e}); building it again", entry.display()),
+            Ok(()) => format!("cache entry {} is damaged ({detail}); moved it to {}", entry.display(), aside.display()),
+            Err(e) => format!("cache entry {} is damaged ({detail}) and could not be moved aside ({e})", entry.display()),
         })
     }
 
@@ -101,7 +144,50 @@ impl Store {
         // A damaged entry moved aside leaves nothing here; a rebuilt one replaces none.
         publish_dir(job_dir, &dest)?;
         TOUCHED.lock().unwrap().insert(key.to_string());
+        if let Some(remote) = self.cache.remote() {
+            crate::remote::push(remote, &self.cache, key, &dest, output);
+        }
         Ok(dest.join(output))
+    }
+
+    /// Makes the entry of `key` from a file built elsewhere (a `dist --shard`
+    /// part) whose sha256 the caller checked: `recipe` is this machine's
+    /// recipe for the key, `origin` says where the bytes came from. An entry
+    /// that is already here must hold the same bytes.
+    pub fn import(&self, key: &str, recipe: &str, output: &str, file: &Path, sha256: &str, origin: &str) -> Result<PathBuf> {
+        if Job::key(recipe) != key {
+            anyhow::bail!("the recipe given for {key} does not hash to it");
+        }
+        if let Lookup::Hit(path) = self.get_local(key, output) {
+            let here = output_sha256(&path)?;
+            if here != sha256 {
+                anyhow::bail!(
+                    "{origin} has sha256 {sha256}, but this machine's cache entry {} for the same job has {here}: \
+                     the same inputs gave other bytes on two machines (is the compiler deterministic?)",
+                    self.entry(key).display()
+                );
+            }
+            return Ok(path);
+        }
+        let dir = self.cache.scratch("import")?;
+        let result = (|| -> Result<PathBuf> {
+            fs::copy(file, dir.join(output)).with_context(|| format!("cannot copy {}", file.display()))?;
+            fs::write(dir.join("recipe.txt"), recipe)?;
+            fs::write(dir.join("build.log"), format!("imported from {origin}\n"))?;
+            fs::write(dir.join(SHA256_FILE), sha256)?;
+            let dest = self.entry(key);
+            publish_dir(&dir, &dest)?;
+            Ok(dest.join(output))
+        })();
+        if result.is_err() {
+            fs::remove_dir_all(&dir).ok();
+        }
+        result
+    }
+
+    /// The seconds the job of `key` took where it was built, if its entry recorded them.
+    pub fn seconds(&self, key: &str) -> Option<f64> {
+        fs::read_to_string(self.entry(key).join(SECONDS_FILE)).ok()?.trim().parse().ok()
     }
 }
 

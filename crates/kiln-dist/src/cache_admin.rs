@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use kiln_build::store::{Store, SHA256_FILE};
+use kiln_build::store::{Store, BOOKKEEPING, SHA256_FILE};
 use kiln_toolchain::{cache::dir_size, fetch, Cache};
 use serde::{Deserialize, Serialize};
 
@@ -107,8 +107,7 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
     for (key, dir) in entries(cache) {
         checked += 1;
         let recorded = fs::read_to_string(dir.join(SHA256_FILE)).ok().map(|s| s.trim().to_string());
-        let outputs: Vec<String> =
-            names(&dir).into_iter().filter(|n| n != SHA256_FILE && n != "recipe.txt" && n != "build.log" && !n.ends_with(".part")).collect();
+        let outputs: Vec<String> = names(&dir).into_iter().filter(|n| !BOOKKEEPING.contains(&n.as_str()) && !n.ends_with(".part")).collect();
         let why = match (recorded, outputs.as_slice()) {
             (_, []) => Some("the entry holds no output".to_string()),
             (None, _) => None, // made before hashes were recorded; recorded at its next use

@@ -7,23 +7,31 @@
 //! output back ([`collect`]), packages the crates ([`package`]), and only
 //! when all of that succeeded replaces the dist folder in one step
 //! ([`output`]). [`lock`] compares the result with the committed hashes.
+//! Beyond one machine: [`shard`] builds a part of the plan's compiles
+//! (balanced by [`costs`]) into a [`part`], and [`merge`] assembles parts
+//! into the same dist folder a single machine writes.
 
 pub mod cache_admin;
 pub mod collect;
 pub mod compilers;
+pub mod costs;
 pub mod graph;
 pub mod lock;
+pub mod merge;
 pub mod output;
 pub mod package;
+pub mod part;
 pub mod select;
+pub mod shard;
+pub mod verify;
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use kiln_build::{run_graph, upstream, Plan};
-use kiln_manifest::Manifest;
+use kiln_build::{run_graph, upstream, upstream::SourceCrate, Job, Plan};
+use kiln_manifest::{Manifest, Toolchain};
 use kiln_pins::Pins;
-use kiln_toolchain::{sysroot, Cache, Runner};
+use kiln_toolchain::{remote, sysroot, Cache, Runner};
 
 pub use select::Selection;
 
@@ -32,6 +40,7 @@ pub const SHIMS_DIR: &str = "kernels/hip";
 /// Where kiln's CUDA headers live (force-included into the static library's objects).
 pub const CUDA_HEADERS_DIR: &str = "kernels/cuda";
 
+#[derive(Clone)]
 pub struct Options {
     /// The repository root (shims, default lock).
     pub repo: PathBuf,
@@ -44,6 +53,10 @@ pub struct Options {
     pub locked: Option<lock::Lock>,
     /// Also generate and package the kernel-artifact crates (full builds only).
     pub package: bool,
+    /// Fail instead of compiling: every compile job must come from the local or remote cache.
+    pub no_compile: bool,
+    /// A remote cache shared with other machines (read through, written back unless read-only).
+    pub remote: Option<remote::Config>,
 }
 
 pub struct Outcome {
@@ -52,24 +65,33 @@ pub struct Outcome {
     pub crates: Vec<package::CrateRecord>,
     pub out: PathBuf,
     pub seconds: f64,
+    /// Every compile job ([`costs::label`]) and the seconds it took where it
+    /// was built, if its cache entry recorded them (`--update-costs`).
+    pub compiled: Vec<(String, Option<f64>)>,
 }
 
-/// Builds, validates and publishes; on any error the previous `out` is left as it was.
-pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result<Outcome> {
-    let start = std::time::Instant::now();
-    let cache = Cache::from_env()?;
+/// What every run needs before its jobs run: the cache, the checked
+/// toolchain, the verified sources and the plan over them.
+pub struct Prepared {
+    pub cache: Cache,
+    pub runner: Runner,
+    pub toolchain: Toolchain,
+    pub source: SourceCrate,
+    pub plan: Plan,
+}
+
+/// Cleans up after interrupted runs, provisions and checks the pinned
+/// toolchain and fetches the pinned sources.
+pub fn prepare(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result<Prepared> {
+    let cache = Cache::from_env()?.with_remote(opts.remote.clone());
+    if let Some(r) = cache.remote() {
+        say(format!("remote cache {}{}", r.url(), if r.config().read_only { " (read-only)" } else { "" }));
+    }
     let (stale, bytes) = cache.remove_stale_scratch()?;
     if stale > 0 {
         say(format!("removed {stale} scratch folder(s) of interrupted runs ({:.1} MB) from {}", bytes as f64 / 1e6, cache.tmp().display()));
     }
     opts.selection.check(pins)?;
-    // Before hours of compiling: a --out that is not ours fails now, not at the end.
-    output::check(&opts.out)?;
-    let stale = output::remove_stale_siblings(&opts.out);
-    if stale > 0 {
-        say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", opts.out.display()));
-    }
-
     let root = sysroot::provision(&cache, pins, opts.workers, say)?;
     let runner = Runner::new(root)?;
     let ptxas = if opts.selection.needs_ptxas(pins) { compilers::ptxas(&runner, &cache, pins)? } else { None };
@@ -86,6 +108,31 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
     if let Some(tool) = ptxas {
         plan = plan.with_ptxas(tool);
     }
+    Ok(Prepared { cache, runner, toolchain, source, plan })
+}
+
+/// The compile jobs of `selection` (what shards divide): the module jobs,
+/// then the static library's objects, in plan order.
+pub fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
+    let mut jobs = selection.module_jobs(plan, pins)?;
+    if selection.wants_staticlib(pins) {
+        jobs.extend(selection.object_jobs(plan, pins)?);
+    }
+    Ok(jobs)
+}
+
+/// Builds, validates and publishes; on any error the previous `out` is left as it was.
+pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result<Outcome> {
+    let start = std::time::Instant::now();
+    opts.selection.check(pins)?;
+    // Before hours of compiling: a --out that is not ours fails now, not at the end.
+    output::check(&opts.out)?;
+    let stale = output::remove_stale_siblings(&opts.out);
+    if stale > 0 {
+        say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", opts.out.display()));
+    }
+
+    let Prepared { cache, runner, toolchain, source, plan } = prepare(pins, opts, say)?;
 
     let package = opts.package && opts.selection.is_all();
     if opts.package && !package {
@@ -101,9 +148,21 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
         opts.workers,
         cache.root().display()
     ));
-    let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, ..Default::default() };
+    let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, no_compile: opts.no_compile, ..Default::default() };
     let results = run_graph(&runner, &cache, &g.nodes, &run_opts, say);
     let built = collect::successes(&g.nodes, results)?;
+    let store = kiln_build::store::Store::new(&cache);
+    let compiled = g
+        .nodes
+        .iter()
+        .zip(&built)
+        .filter_map(|(n, b)| match &n.work {
+            kiln_build::Work::Command(j) if j.kind.is_compile() => {
+                Some((costs::label(j), if b.cached { store.seconds(&b.key) } else { Some(b.seconds) }))
+            }
+            _ => None,
+        })
+        .collect();
 
     let modules: Vec<(kiln_build::Job, kiln_build::Built)> = g.modules.iter().map(|&i| (g.job(i).clone(), built[i].clone())).collect();
     let mut collected = collect::artifacts(pins, &modules)?;
@@ -156,5 +215,8 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
             say(format!("warning: cannot record what this dist used for `cargo xtask cache gc`: {e:#}"));
         }
     }
-    Ok(Outcome { manifest, crates, out: opts.out.clone(), seconds: start.elapsed().as_secs_f64() })
+    if let Some(r) = cache.remote() {
+        say(r.summary());
+    }
+    Ok(Outcome { manifest, crates, out: opts.out.clone(), seconds: start.elapsed().as_secs_f64(), compiled })
 }

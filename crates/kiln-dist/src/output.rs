@@ -20,16 +20,31 @@ pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask dist", 
 /// Fails, naming `out`, unless a dist may replace it. Dist folders written
 /// before the marker existed are recognised by their kiln manifest.
 pub fn check(out: &Path) -> Result<kiln_fs::Found> {
-    OWNER.claim(out, |dir| {
-        let path = dir.join(FILE_NAME);
-        fs::read_to_string(&path).is_ok_and(|text| Manifest::from_json(&text, &path.display().to_string()).is_ok())
-    })
+    OWNER.claim(out, is_dist)
 }
 
-/// A dist folder being written beside the real one; removed unless committed.
+fn is_dist(dir: &Path) -> bool {
+    let path = dir.join(FILE_NAME);
+    fs::read_to_string(&path).is_ok_and(|text| Manifest::from_json(&text, &path.display().to_string()).is_ok())
+}
+
+/// A folder being written beside the one it will replace; removed unless committed.
 pub struct Staged {
     pub dir: PathBuf,
     committed: bool,
+    owner: kiln_fs::Owner,
+    /// Folders of this owner written before markers existed.
+    recognise: fn(&Path) -> bool,
+}
+
+impl Staged {
+    /// A fresh, empty folder beside `out` (created with its parents), to be
+    /// filled and then [`Staged::commit`]ted in place of `out`, which `owner` must own.
+    pub fn begin(out: &Path, owner: kiln_fs::Owner, recognise: fn(&Path) -> bool) -> Result<Staged> {
+        let parent = out.parent().context("the output folder has no parent")?;
+        fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        Ok(Staged { dir: sibling(out, "new")?, committed: false, owner, recognise })
+    }
 }
 
 impl Drop for Staged {
@@ -42,9 +57,7 @@ impl Drop for Staged {
 
 /// Writes `collected` and the manifest into a fresh folder beside `out`.
 pub fn stage(out: &Path, manifest: &Manifest, collected: &[Collected]) -> Result<Staged> {
-    let parent = out.parent().context("the dist folder has no parent")?;
-    fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    let staged = Staged { dir: sibling(out, "new")?, committed: false };
+    let staged = Staged::begin(out, OWNER, is_dist)?;
     for c in collected {
         let dest = staged.dir.join(&c.artifact.path);
         fs::create_dir_all(dest.parent().unwrap())?;
@@ -58,9 +71,9 @@ pub fn stage(out: &Path, manifest: &Manifest, collected: &[Collected]) -> Result
 
 impl Staged {
     /// Replaces `out` with the staged folder in one step, checking again that
-    /// `out` is still a dist folder (the build may have taken minutes).
+    /// `out` is still this owner's folder (the build may have taken minutes).
     pub fn commit(mut self, out: &Path) -> Result<()> {
-        check(out)?;
+        self.owner.claim(out, self.recognise)?;
         failpoint("before-swap");
         swap_in(&self.dir, out)?;
         self.committed = true;
@@ -159,13 +172,13 @@ mod tests {
         fs::create_dir_all(&out).unwrap();
         fs::write(out.join("old.txt"), "old").unwrap();
         OWNER.mark(&out).unwrap();
-        let staged = Staged { dir: sibling(&out, "new").unwrap(), committed: false };
+        let staged = Staged::begin(&out, OWNER, is_dist).unwrap();
         fs::write(staged.dir.join("new.txt"), "new").unwrap();
         staged.commit(&out).unwrap();
         assert!(out.join("new.txt").exists() && !out.join("old.txt").exists());
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "only the dist folder is left");
         // A staged folder that is dropped (a failed run) leaves nothing behind.
-        let abandoned = Staged { dir: sibling(&out, "new").unwrap(), committed: false };
+        let abandoned = Staged::begin(&out, OWNER, is_dist).unwrap();
         fs::write(abandoned.dir.join("half.txt"), "half").unwrap();
         drop(abandoned);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
@@ -179,7 +192,7 @@ mod tests {
         let mine = dir.join("mydir");
         fs::create_dir_all(mine.join("sub")).unwrap();
         fs::write(mine.join("sub/file.txt"), "the user's").unwrap();
-        let staged = Staged { dir: sibling(&mine, "new").unwrap(), committed: false };
+        let staged = Staged::begin(&mine, OWNER, is_dist).unwrap();
         fs::write(staged.dir.join("manifest.json"), "{}").unwrap();
         let err = format!("{:#}", staged.commit(&mine).unwrap_err());
         assert!(err.contains(&mine.display().to_string()) && err.contains("--out"), "{err}");

@@ -44,6 +44,7 @@ pub const PLACEHOLDER_DIGEST: &str = "000000000000000000000000000000000000000000
 pub struct Matrix {
     pub file: PathBuf,
     pub build: Build,
+    pub dist: Dist,
     pub actions: Actions,
     pub tests: Tests,
     pub legs: Vec<Leg>,
@@ -59,6 +60,35 @@ pub struct Build {
     /// The cargo-nextest version, `x.y.z`; the GPU jobs run the same binary.
     pub nextest: String,
     pub timeout_minutes: u32,
+}
+
+/// The dist, fanned out: `shards` jobs that each build a part of the plan
+/// (`cargo xtask dist --shard K/N`) and one that merges them (`dist merge`),
+/// on CPU runners; the merged dist is what the GPU legs test.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dist {
+    pub shards: u32,
+    /// The shard and merge jobs' `runs-on` labels.
+    pub runs_on: Vec<String>,
+    pub timeout_minutes: u32,
+    pub remote_cache: Option<RemoteCache>,
+}
+
+impl Dist {
+    /// Whether the jobs run on self-hosted runners (which never get a fork's code).
+    pub fn self_hosted(&self) -> bool {
+        self.runs_on.iter().any(|l| l == "self-hosted")
+    }
+}
+
+/// Where the shard jobs find the shared remote cache: names in the
+/// repository's settings, never values in the repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteCache {
+    /// The repository variable holding the cache's URL (`vars.<name>`).
+    pub url_variable: String,
+    /// The secret holding its bearer token (`secrets.<name>`), if it needs one.
+    pub token_secret: Option<String>,
 }
 
 /// The actions the workflow uses, each pinned to a full commit SHA.

@@ -7,7 +7,7 @@ use std::path::Path;
 use kiln_pins::{HipArch, Sm, Targets};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
 
-use crate::{Action, Actions, Arch, Backend, Build, Image, Leg, Matrix, MatrixError, Status, Tests, BASE_LABELS, SCHEMA};
+use crate::{Action, Actions, Arch, Backend, Build, Dist, Image, Leg, Matrix, MatrixError, RemoteCache, Status, Tests, BASE_LABELS, SCHEMA};
 
 type Node<'a> = MarkedYaml<'a>;
 
@@ -28,6 +28,8 @@ const RESERVED_ENV: &[&str] = &[
 const RESERVED_ENV_PREFIXES: &[&str] = &["GITHUB_", "RUNNER_", "ACTIONS_"];
 
 const MAX_PARTITIONS: u32 = 16;
+/// A full dist is about 115 compile jobs; past this a shard holds one or two.
+const MAX_SHARDS: u32 = 64;
 /// GitHub's own ceiling for a job on a GitHub-hosted runner; a GPU job that
 /// needs longer is a job to split, not to wait on.
 const MAX_TIMEOUT_MINUTES: u32 = 360;
@@ -171,7 +173,7 @@ pub(crate) fn parse(path: &Path, text: &str, pins_file: &Path, targets: &Targets
         [_, second, ..] => return Err(cx.at(second, "the runner matrix must be one YAML document, not several")),
     };
 
-    let top = Fields::new(&cx, root, "the runner matrix", &["schema", "build", "actions", "images", "tests", "legs"])?;
+    let top = Fields::new(&cx, root, "the runner matrix", &["schema", "build", "dist", "actions", "images", "tests", "legs"])?;
 
     let schema = top.require(&cx, "schema")?;
     match &schema.data {
@@ -180,6 +182,10 @@ pub(crate) fn parse(path: &Path, text: &str, pins_file: &Path, targets: &Targets
     }
 
     let build = build(&cx, top.require(&cx, "build")?)?;
+    let dist = match top.get("dist") {
+        Some(node) => dist(&cx, node, &build)?,
+        None => Dist { shards: 1, runs_on: vec![build.runs_on.clone()], timeout_minutes: build.timeout_minutes, remote_cache: None },
+    };
     let actions = actions(&cx, top.require(&cx, "actions")?)?;
     let tests = match top.get("tests") {
         Some(node) => tests(&cx, node)?,
@@ -206,7 +212,7 @@ pub(crate) fn parse(path: &Path, text: &str, pins_file: &Path, targets: &Targets
         return Err(cx.at(legs_node, "`legs` is empty: the workflow would test nothing on a GPU"));
     }
 
-    Ok(Matrix { file: path.to_path_buf(), build, actions, tests, legs })
+    Ok(Matrix { file: path.to_path_buf(), build, dist, actions, tests, legs })
 }
 
 fn build(cx: &Cx, node: &Node) -> Result<Build, MatrixError> {
@@ -230,6 +236,66 @@ fn build(cx: &Cx, node: &Node) -> Result<Build, MatrixError> {
     let nextest = version("nextest")?;
     let timeout_minutes = int(cx, f.require(cx, "timeout-minutes")?, "`build.timeout-minutes`", 1..=MAX_TIMEOUT_MINUTES)?;
     Ok(Build { runs_on, rust, nextest, timeout_minutes })
+}
+
+fn dist(cx: &Cx, node: &Node, build: &Build) -> Result<Dist, MatrixError> {
+    let f = Fields::new(cx, node, "`dist`", &["shards", "runs-on", "timeout-minutes", "remote-cache"])?;
+    let shards = int(cx, f.require(cx, "shards")?, "`dist.shards`", 1..=MAX_SHARDS)?;
+    let runs_on = match f.get("runs-on") {
+        None => vec![build.runs_on.clone()],
+        Some(n) => {
+            let items: Vec<&Node> = match &n.data {
+                YamlData::Sequence(items) => items.iter().collect(),
+                _ => vec![n],
+            };
+            let mut labels = Vec::new();
+            for l in items {
+                let label = string(cx, l, "a `dist.runs-on` label")?;
+                if !plain(&label) {
+                    return Err(cx.at(l, format!("`{label}` is not a runner label (letters, digits, `.`, `_`, `-`)")));
+                }
+                if labels.contains(&label) {
+                    return Err(cx.at(l, format!("label `{label}` is listed twice")));
+                }
+                if label == "kiln-gpu" || parse_arch_name(&label).is_some() {
+                    return Err(cx
+                        .at(l, format!("`{label}` is a GPU runner's label; the dist needs no GPU"))
+                        .help("give CPU runners' labels: a GPU runner's time is for the legs"));
+                }
+                labels.push(label);
+            }
+            if labels.is_empty() {
+                return Err(cx.at(n, "`dist.runs-on` is empty"));
+            }
+            labels
+        }
+    };
+    let timeout_minutes = match f.get("timeout-minutes") {
+        Some(n) => int(cx, n, "`dist.timeout-minutes`", 1..=MAX_TIMEOUT_MINUTES)?,
+        None => build.timeout_minutes,
+    };
+    let remote_cache = match f.get("remote-cache") {
+        None => None,
+        Some(n) => {
+            let r = Fields::new(cx, n, "`dist.remote-cache`", &["url-variable", "token-secret"])?;
+            let name = |key: &str, node: &Node| -> Result<String, MatrixError> {
+                let v = string(cx, node, &format!("`dist.remote-cache.{key}`"))?;
+                let ok = v.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+                    && v.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                    && !v.starts_with("GITHUB_");
+                if !ok {
+                    return Err(cx
+                        .at(node, format!("`{v}` is not a name for a repository variable or secret (A-Z, 0-9, _; not GITHUB_)"))
+                        .help("name the setting that holds it; the value itself never goes in the repository"));
+                }
+                Ok(v)
+            };
+            let url_variable = name("url-variable", r.require(cx, "url-variable")?)?;
+            let token_secret = r.get("token-secret").map(|n| name("token-secret", n)).transpose()?;
+            Some(RemoteCache { url_variable, token_secret })
+        }
+    };
+    Ok(Dist { shards, runs_on, timeout_minutes, remote_cache })
 }
 
 fn actions(cx: &Cx, node: &Node) -> Result<Actions, MatrixError> {

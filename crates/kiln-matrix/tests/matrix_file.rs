@@ -25,6 +25,34 @@ fn line_in(text: &str, needle: &str) -> usize {
 }
 
 #[test]
+fn the_dist_section_is_checked_and_defaults_to_one_shard_on_the_build_runner() {
+    let m = parse(&good()).unwrap();
+    assert_eq!((m.dist.shards, m.dist.runs_on.clone(), m.dist.timeout_minutes), (1, vec!["ubuntu-24.04".to_string()], 120));
+    assert_eq!(m.dist.remote_cache, None);
+    let with = |dist: &str| good().replacen("actions:\n", &format!("dist:\n{dist}actions:\n"), 1);
+    let m = parse(&with("  shards: 4\n  runs-on: [self-hosted, kiln-cpu]\n  remote-cache:\n    url-variable: KILN_CACHE_URL\n")).unwrap();
+    assert_eq!(m.dist.shards, 4);
+    assert!(m.dist.self_hosted());
+    assert_eq!(m.dist.remote_cache.unwrap().token_secret, None);
+    for (dist, needle) in [
+        ("  shards: 0\n", "between 1 and 64"),
+        ("  shards: 65\n", "between 1 and 64"),
+        ("  runs-on: ubuntu-24.04\n", "has no `shards`"),
+        ("  shards: 2\n  runs-on: [self-hosted, kiln-gpu]\n", "a GPU runner's label"),
+        ("  shards: 2\n  runs-on: [self-hosted, sm_90]\n", "a GPU runner's label"),
+        ("  shards: 2\n  runs-on: 'a b'\n", "not a runner label"),
+        ("  shards: 2\n  remote-cache:\n    url-variable: ${{ github.token }}\n", "not a name"),
+        ("  shards: 2\n  remote-cache:\n    url-variable: GITHUB_TOKEN\n", "not GITHUB_"),
+        ("  shards: 2\n  remote-cache:\n    url: http://cache\n", "unknown key `url`"),
+    ] {
+        let text = with(dist);
+        let e = parse(&text).expect_err(dist);
+        assert!(e.to_string().contains(needle), "{dist}: {e}");
+        assert!(e.line > 0, "{dist}: {e}");
+    }
+}
+
+#[test]
 fn the_fixture_parses_into_typed_legs_with_defaults() {
     let m = parse(&good()).unwrap();
     assert_eq!(m.build.rust, "1.95.0");

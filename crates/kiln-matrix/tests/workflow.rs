@@ -64,22 +64,23 @@ fn triggers_permissions_and_concurrency() {
 fn every_action_is_pinned_to_a_commit_and_checkouts_keep_no_token() {
     let (text, wf) = generated(&good());
     let uses: Vec<&str> = text.lines().filter_map(|l| l.trim().strip_prefix("uses: ")).collect();
-    // build: checkout, cache x2, upload x2; each of the 3 legs: checkout, download x2, upload.
-    assert_eq!(uses.len(), 5 + 3 * 4, "{uses:?}");
+    // shards: checkout, cache x2, upload; merge: checkout, cache x2, download, upload;
+    // build: checkout, cache, upload; each of the 3 legs: checkout, download x2, upload.
+    assert_eq!(uses.len(), 4 + 5 + 3 + 3 * 4, "{uses:?}");
     for u in uses {
         let (action, comment) = u.split_once(" # ").expect("a release comment after the SHA");
         let sha = action.split_once('@').unwrap().1;
         assert!(sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()), "{u}");
         assert!(comment.starts_with('v'), "{u}");
     }
-    for job in ["build", "gpu-gfx1030", "gpu-sm_90"] {
+    for job in ["dist-shard", "dist-merge", "build", "gpu-gfx1030", "gpu-sm_90"] {
         let checkout = step(&wf, job, "Check out");
         assert_eq!(get(checkout, &["with", "persist-credentials"]).as_bool(), Some(false), "{job}");
     }
 }
 
 #[test]
-fn the_build_job_runs_dist_and_uploads_dist_and_archive() {
+fn the_build_job_builds_the_test_archive_and_no_dist() {
     let (_, wf) = generated(&good());
     assert_eq!(str_of(&wf, &["jobs", "build", "runs-on"]), "ubuntu-24.04");
     assert_eq!(str_of(&wf, &["jobs", "build", "env", "KILN_RUST"]), "1.95.0");
@@ -87,15 +88,71 @@ fn the_build_job_runs_dist_and_uploads_dist_and_archive() {
     let names: Vec<&str> = steps(&wf, "build").iter().map(|s| s.as_mapping_get("name").unwrap().as_str().unwrap()).collect();
     let at = |n: &str| names.iter().position(|x| *x == n).unwrap_or_else(|| panic!("no step {n}: {names:?}"));
     assert!(at("Install cargo-nextest") < at("Install kiln's system packages"), "so that .ci/setup keeps the pinned nextest");
-    assert!(at("Install kiln's system packages") < at("Build the dist folder"));
-    assert_eq!(str_of(step(&wf, "build", "Build the dist folder"), &["run"]), "cargo xtask dist --locked");
+    assert!(!names.contains(&"Build the dist folder") && !names.contains(&"Upload the dist folder"), "the dist is the merge job's: {names:?}");
     let archive = str_of(step(&wf, "build", "Build the test archive"), &["run"]);
     assert!(archive.contains("cargo nextest archive --workspace --locked --archive-file target/kiln-tests/kiln-tests.tar.zst"));
     assert!(archive.contains("> target/kiln-tests/workspace"), "{archive}");
-    let dist = step(&wf, "build", "Upload the dist folder");
+    assert_eq!(str_of(step(&wf, "build", "Upload the test archive"), &["with", "name"]), workflow::TESTS_ARTIFACT);
+}
+
+#[test]
+fn shard_jobs_build_parts_and_the_merge_job_uploads_the_dist_the_legs_test() {
+    let text = good().replacen("actions:\n", "dist:\n  shards: 3\n  timeout-minutes: 45\nactions:\n", 1);
+    let (raw, wf) = generated(&text);
+    let shards: Vec<i64> =
+        get(&wf, &["jobs", "dist-shard", "strategy", "matrix", "shard"]).as_sequence().unwrap().iter().map(|p| p.as_integer().unwrap()).collect();
+    assert_eq!(shards, [1, 2, 3]);
+    assert_eq!(get(&wf, &["jobs", "dist-shard", "timeout-minutes"]).as_integer(), Some(45));
+    assert_eq!(str_of(&wf, &["jobs", "dist-shard", "runs-on"]), "ubuntu-24.04", "the build runner by default");
+    assert_eq!(str_of(&wf, &["jobs", "dist-shard", "env", "KILN_SHARD"]), "${{ matrix.shard }}/3");
+    let build = str_of(step(&wf, "dist-shard", "Build this shard's part of the dist"), &["run"]);
+    assert_eq!(build, "cargo xtask dist --shard \"$KILN_SHARD\" --locked --out target/dist-part");
+    let up = step(&wf, "dist-shard", "Upload the part");
+    assert_eq!(str_of(up, &["with", "name"]), format!("{}${{{{ matrix.shard }}}}", workflow::PART_ARTIFACT_PREFIX));
+    assert_eq!(str_of(up, &["with", "path"]), "target/dist-part");
+    // Each shard caches its own objects, keyed by what cuts the plan too.
+    let key = str_of(step(&wf, "dist-shard", "Restore the kiln cache"), &["with", "key"]);
+    assert!(key.contains("shard-${{ matrix.shard }}-of-3") && key.contains("'job-costs.toml'"), "{key}");
+
+    assert_eq!(str_of(&wf, &["jobs", "dist-merge", "needs"]), "dist-shard");
+    let down = step(&wf, "dist-merge", "Download the parts");
+    assert_eq!(str_of(down, &["with", "pattern"]), format!("{}*", workflow::PART_ARTIFACT_PREFIX));
+    let merge = str_of(step(&wf, "dist-merge", "Merge the parts into the dist folder"), &["run"]);
+    assert_eq!(merge, "cargo xtask dist merge --locked \"$RUNNER_TEMP\"/kiln/parts/kiln-dist-part-*");
+    let dist = step(&wf, "dist-merge", "Upload the dist folder");
     assert_eq!(str_of(dist, &["with", "name"]), workflow::DIST_ARTIFACT);
     assert_eq!(str_of(dist, &["with", "path"]), "target/dist");
-    assert_eq!(str_of(step(&wf, "build", "Upload the test archive"), &["with", "name"]), workflow::TESTS_ARTIFACT);
+    // GitHub-hosted: no guard, and no remote cache unless the matrix names one.
+    assert!(get(&wf, &["jobs", "dist-shard"]).as_mapping_get("if").is_none());
+    assert!(!raw.contains("KILN_REMOTE_CACHE"), "no remote cache configured");
+    // No expression is expanded into a script (zizmor's template injection).
+    for job in ["dist-shard", "dist-merge"] {
+        for st in steps(&wf, job) {
+            if let Some(run) = st.as_mapping_get("run").and_then(|r| r.as_str()) {
+                assert!(!run.contains("${{"), "{job}: {run}");
+            }
+        }
+    }
+}
+
+#[test]
+fn self_hosted_dist_runners_get_no_fork_code_and_the_remote_cache_is_read_only_for_pull_requests() {
+    let dist = "dist:\n  shards: 2\n  runs-on: [self-hosted, linux, x64, kiln-cpu]\n  \
+                remote-cache:\n    url-variable: KILN_REMOTE_CACHE\n    token-secret: KILN_CACHE_TOKEN\nactions:\n";
+    let (_, wf) = generated(&good().replacen("actions:\n", dist, 1));
+    assert_eq!(labels(&wf, "dist-shard"), ["self-hosted", "linux", "x64", "kiln-cpu"]);
+    let guard = str_of(&wf, &["jobs", "gpu-gfx1030", "if"]);
+    for job in ["dist-shard", "dist-merge"] {
+        assert_eq!(str_of(&wf, &["jobs", job, "if"]), guard, "{job}");
+        let env = |k: &str| str_of(&wf, &["jobs", job, "env", k]).to_string();
+        assert_eq!(env("KILN_REMOTE_CACHE"), "${{ vars.KILN_REMOTE_CACHE }}");
+        assert_eq!(env("KILN_REMOTE_CACHE_TOKEN"), "${{ secrets.KILN_CACHE_TOKEN }}");
+        assert_eq!(env("KILN_REMOTE_CACHE_READ_ONLY"), "${{ github.event_name == 'pull_request' }}");
+    }
+    assert!(get(&wf, &["jobs", "build", "env"]).as_mapping_get("KILN_REMOTE_CACHE_TOKEN").is_none(), "only the dist jobs get the token");
+    let files = workflow::generate(&matrix(&good().replacen("actions:\n", dist, 1)));
+    let cfg = &files.iter().find(|g| g.path.to_str() == Some(workflow::ACTIONLINT_CONFIG)).unwrap().text;
+    assert!(cfg.contains("- kiln-cpu"), "{cfg}");
 }
 
 #[test]
@@ -109,7 +166,8 @@ fn gpu_jobs_never_run_fork_code_and_waiting_legs_only_run_by_hand() {
     );
     assert_eq!(str_of(&wf, &["jobs", "gpu-gfx90a", "if"]), "github.event_name == 'workflow_dispatch'");
     for job in ["gpu-gfx1030", "gpu-gfx90a", "gpu-sm_90"] {
-        assert_eq!(str_of(&wf, &["jobs", job, "needs"]), "build");
+        let needs: Vec<&str> = get(&wf, &["jobs", job, "needs"]).as_sequence().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert_eq!(needs, ["build", "dist-merge"], "the merged dist and the test archive");
         assert!(get(&wf, &["jobs", job]).as_mapping_get("container").is_none(), "the step runs the container");
     }
 }

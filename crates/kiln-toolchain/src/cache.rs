@@ -4,6 +4,7 @@
 use std::{
     fs,
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 use anyhow::{Context, Result};
@@ -11,10 +12,12 @@ use anyhow::{Context, Result};
 /// The environment variable that moves the cache.
 pub const ENV: &str = "KILN_CACHE_DIR";
 
-/// The cache root: `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`.
+/// The cache root: `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`;
+/// optionally backed by a remote cache that many machines share ([`crate::remote`]).
 #[derive(Clone, Debug)]
 pub struct Cache {
     root: PathBuf,
+    remote: Option<Arc<crate::remote::Remote>>,
 }
 
 impl Cache {
@@ -33,7 +36,18 @@ impl Cache {
         fs::create_dir_all(&root).with_context(|| format!("cannot create the kiln cache at {}", root.display()))?;
         // Absolute, so that sandbox bind mounts and messages never depend on the cwd.
         let root = root.canonicalize()?;
-        Ok(Cache { root })
+        Ok(Cache { root, remote: None })
+    }
+
+    /// This cache, read through to and written back to `remote` (none: local only).
+    pub fn with_remote(mut self, remote: Option<crate::remote::Config>) -> Cache {
+        self.remote = remote.map(|c| Arc::new(crate::remote::Remote::new(c)));
+        self
+    }
+
+    /// The remote cache behind this one, if any.
+    pub fn remote(&self) -> Option<&crate::remote::Remote> {
+        self.remote.as_deref()
     }
 
     pub fn root(&self) -> &Path {

@@ -90,11 +90,24 @@ pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Re
     if reuse_if_intact(&dest, &deb.sha256, &what)? {
         return Ok(dest);
     }
+    // A shared remote cache first: the same bytes, checked against the same pin.
+    if let Some(remote) = cache.remote() {
+        if crate::remote::fetch_pinned(remote, &deb.sha256, &dest) {
+            return Ok(dest);
+        }
+    }
     let mut errors = Vec::new();
     for mirror in mirrors {
         let url = format!("{mirror}/{}", deb.path);
         match download_verified(sh, &url, &deb.sha256, &what, &dest) {
-            Ok(()) => return Ok(dest),
+            Ok(()) => {
+                if let Some(remote) = cache.remote().filter(|r| r.writable()) {
+                    if remote.put_cas(&deb.sha256, &dest).is_ok() {
+                        remote.record_stored();
+                    }
+                }
+                return Ok(dest);
+            }
             // A wrong hash is not a missing file: never fall through to another mirror silently.
             Err(e) if e.downcast_ref::<HashMismatch>().is_some() => return Err(e),
             Err(e) => errors.push(format!("  {url}: {e:#}")),

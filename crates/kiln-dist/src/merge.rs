@@ -1,0 +1,225 @@
+//! `dist merge DIR...`: the parts of N shards into the dist folder, exactly
+//! as a single machine writes it.
+//!
+//! The parts are checked against each other and against the plan this
+//! checkout makes (same identity, every job exactly once, every file whole,
+//! every artifact as `artifacts.lock` has it), and every problem is named
+//! before anything is written. Then each output goes into the local cache
+//! under its job key, and the ordinary dist runs with compiling turned off:
+//! every compile job is a cache hit, and the assembling steps (static-library
+//! archive, HIP bundles, manifest, crates) run here, through the same code as
+//! on one machine. That is why the result is the same, byte for byte.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+};
+
+use anyhow::{bail, Result};
+use kiln_build::store::Store;
+use kiln_pins::Pins;
+use kiln_toolchain::fetch;
+
+use crate::{
+    lock::Lock,
+    output,
+    part::{Part, PartJob},
+    prepare,
+    shard::ShardPlan,
+    Options, Outcome, Selection,
+};
+
+/// Reads every part, naming each folder that is not one.
+fn read_parts(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, Part)>> {
+    if dirs.is_empty() {
+        bail!("dist merge: give the part folders that `cargo xtask dist --shard K/N` wrote, one per shard");
+    }
+    let mut parts = Vec::new();
+    let mut problems = Vec::new();
+    for d in dirs {
+        match Part::read(d) {
+            Ok(p) => parts.push((d.clone(), p)),
+            Err(e) => problems.push(format!("{e:#}")),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{} of the {} folders given are not dist parts; nothing was written:\n  {}", problems.len(), dirs.len(), problems.join("\n  "));
+    }
+    Ok(parts)
+}
+
+/// The parts must be the shards of one plan, cut once, each given once.
+fn check_together(parts: &[(PathBuf, Part)]) -> Result<()> {
+    let (d0, p0) = &parts[0];
+    let mut problems = Vec::new();
+    for (d, p) in &parts[1..] {
+        if p.plan != p0.plan {
+            problems.push(format!(
+                "{} is a part of another plan than {} ({} vs {}): {}",
+                d.display(),
+                d0.display(),
+                &p.plan.id[..12],
+                &p0.plan.id[..12],
+                p0.plan.differences(&p.plan).join("; ")
+            ));
+        } else if p.shard.n != p0.shard.n {
+            problems.push(format!(
+                "{} is shard {} but {} is shard {}: parts of one merge come from one --shard K/N",
+                d.display(),
+                p.shard,
+                d0.display(),
+                p0.shard
+            ));
+        }
+    }
+    let mut seen: BTreeMap<u32, &PathBuf> = BTreeMap::new();
+    for (d, p) in parts {
+        if let Some(first) = seen.insert(p.shard.k, d) {
+            problems.push(format!("shard {} is given twice: {} and {}", p.shard, first.display(), d.display()));
+        }
+    }
+    if !problems.is_empty() {
+        bail!("the parts do not belong together; nothing was written:\n  {}", problems.join("\n  "));
+    }
+    Ok(())
+}
+
+/// Merges `dirs` into `opts.out`. `lock`: the committed hashes each part's
+/// artifacts are checked against (always, where the lock is for these pins;
+/// `opts.locked` also requires the whole result to match it).
+pub fn run(
+    pins: &Pins,
+    opts: &Options,
+    dirs: &[PathBuf],
+    lock: Option<&Lock>,
+    costs_path: &std::path::Path,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<Outcome> {
+    let parts = read_parts(dirs)?;
+    check_together(&parts)?;
+    let first = &parts[0].1;
+    let n = first.shard.n;
+    // The parts say what was built; this merge builds the same selection.
+    let opts = Options { selection: Selection::new(first.plan.modules.clone(), &first.plan.archs, pins)?, no_compile: true, ..opts.clone() };
+    output::check(&opts.out)?;
+    // The checks need no remote cache; the dist below uses it, if one is given.
+    let prepared = prepare(pins, &Options { remote: None, ..opts.clone() }, say)?;
+    let plan = ShardPlan::new(pins, &opts, &prepared, costs_path)?;
+    if plan.identity != first.plan {
+        bail!(
+            "the parts are of plan {}, but this checkout makes plan {}: {}; merge parts on a checkout of the commit the shards built",
+            &first.plan.id[..12],
+            &plan.identity.id[..12],
+            first.plan.differences(&plan.identity).join("; ")
+        );
+    }
+    say(format!("merging {} part(s) of plan {} ({} jobs, {} shards)", parts.len(), &plan.identity.id[..12], plan.jobs.len(), n));
+
+    let mut problems = Vec::new();
+    // Every job exactly once.
+    let mut by_key: BTreeMap<&str, Vec<(usize, &PartJob)>> = BTreeMap::new();
+    for (i, (_, p)) in parts.iter().enumerate() {
+        for j in &p.jobs {
+            by_key.entry(j.key.as_str()).or_default().push((i, j));
+        }
+    }
+    let assignment = plan.assignment(n);
+    let given: BTreeSet<u32> = parts.iter().map(|(_, p)| p.shard.k).collect();
+    for k in (1..=n).filter(|k| !given.contains(k)) {
+        let count = assignment.iter().filter(|&&s| s == k).count();
+        if count > 0 {
+            problems.push(format!("shard {k}/{n} was not given: its {count} job(s) are missing"));
+        }
+    }
+    let mut chosen: Vec<Option<(usize, &PartJob)>> = vec![None; plan.jobs.len()];
+    for (i, key) in plan.keys.iter().enumerate() {
+        let label = &plan.labels[i];
+        match by_key.remove(key.as_str()).unwrap_or_default().as_slice() {
+            [] if given.contains(&assignment[i]) => {
+                problems.push(format!("{label}: missing from the part of shard {}/{n}, which should hold it", assignment[i]))
+            }
+            [] => {}
+            [one] => chosen[i] = Some(*one),
+            several => problems.push(format!(
+                "{label}: in {} parts ({}); each job belongs to one shard",
+                several.len(),
+                several.iter().map(|(p, _)| parts[*p].0.display().to_string()).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+    for (key, rest) in by_key {
+        for (p, j) in rest {
+            problems.push(format!("{}: holds `{}` ({key}), which is not a job of this plan", parts[p].0.display(), j.job));
+        }
+    }
+
+    // Every file whole, and every artifact the one the lock names.
+    let lock_applies = lock.filter(|l| l.toolchain == plan.identity.toolchain && l.source == plan.identity.source);
+    if lock.is_some() && lock_applies.is_none() {
+        let line = format!(
+            "{} is for other pins than these parts (toolchain or source differ): their artifacts are not compared with it",
+            crate::lock::FILE_NAME
+        );
+        if opts.locked.is_some() {
+            problems.push(line);
+        } else {
+            say(format!("warning: {line}"));
+        }
+    }
+    for (p, j) in chosen.iter().flatten() {
+        let (dir, part) = &parts[*p];
+        let file = Part::file(dir, j);
+        let whose = format!("{} (shard {}, {})", dir.display(), part.shard, j.job);
+        match fetch::sha256_file(&file) {
+            Err(_) => problems.push(format!("{whose}: {} is missing: the part is incomplete", j.file)),
+            Ok(h) if h != j.sha256 => problems.push(format!(
+                "{whose}: {} has sha256 {}, but {} says {} (damaged on the way?)",
+                j.file,
+                &h[..16],
+                crate::part::FILE_NAME,
+                &j.sha256[..16.min(j.sha256.len())]
+            )),
+            Ok(_) => {
+                if let (Some(lock), Some(path)) = (lock_applies, &j.dist_path) {
+                    match lock.artifacts.get(path) {
+                        Some(h) if *h != j.sha256 => problems.push(format!(
+                            "{whose}: {path} has sha256 {}, {} says {}",
+                            &j.sha256[..16],
+                            crate::lock::FILE_NAME,
+                            &h[..16.min(h.len())]
+                        )),
+                        None if opts.locked.is_some() => problems.push(format!("{whose}: {path} is not in {} (--locked)", crate::lock::FILE_NAME)),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{} problem(s) with the parts; nothing was written:\n  {}", problems.len(), problems.join("\n  "));
+    }
+
+    let store = Store::new(&prepared.cache);
+    for (i, c) in chosen.iter().enumerate() {
+        let (p, j) = c.expect("checked above: every job is in one part");
+        let (dir, part) = &parts[p];
+        let origin = format!("dist part {} (shard {})", dir.display(), part.shard);
+        store.import(&plan.keys[i], &plan.recipes[i], &plan.jobs[i].output, &Part::file(dir, j), &j.sha256, &origin)?;
+    }
+    for (dir, part) in &parts {
+        let measured: f64 = part.jobs.iter().filter_map(|j| j.seconds).sum();
+        say(format!("  shard {}: {} jobs from {} (Σ {:.0} s of compiling where built)", part.shard, part.jobs.len(), dir.display(), measured));
+    }
+    drop(prepared);
+    let outcome = crate::run(pins, &opts, say)?;
+    if let Some(lock) = &opts.locked {
+        // The whole result, read back from the folder as a consumer gets it.
+        let (artifacts, crates) = crate::verify::folder(&outcome.out, lock)?;
+        say(format!(
+            "{}: read back: {artifacts} artifacts match the manifest and {}, {crates} crates match crates.json",
+            outcome.out.display(),
+            crate::lock::FILE_NAME
+        ));
+    }
+    Ok(outcome)
+}

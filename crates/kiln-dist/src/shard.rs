@@ -1,0 +1,254 @@
+//! `dist --shard K/N`: one of N machines builds its part of the plan.
+//!
+//! The plan's compile jobs are cut into N parts of about equal estimated
+//! seconds ([`partition`]: longest job first onto the least-loaded shard,
+//! ties broken by name), from the committed cost table ([`crate::costs`]), so
+//! every machine cuts the same plan the same way without talking to the
+//! others. A shard compiles and validates its jobs and writes a part folder
+//! ([`crate::part`]): the outputs and `part.json`, naming the shard and the
+//! plan's identity. The assembling steps (static-library archive, HIP
+//! bundles, manifest, crates) are left to `dist merge`, which needs every part.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use kiln_build::{job::Hashes, run_graph, Job, Kind, Node};
+use kiln_pins::Pins;
+use kiln_toolchain::fetch;
+
+use crate::{
+    collect,
+    costs::{self, Costs},
+    output::{self, Staged},
+    part::{self, Part, PartJob, PlanIdentity, Spec},
+    prepare, Options, Prepared,
+};
+
+/// Which shard (1..=n) each job goes to: longest first onto the shard with
+/// the least estimated time so far (the lowest-numbered on a tie); equal
+/// costs are ordered by label. Depends on nothing but its arguments.
+pub fn partition(labels: &[String], cost_ms: &[u64], n: u32) -> Vec<u32> {
+    assert_eq!(labels.len(), cost_ms.len());
+    let mut order: Vec<usize> = (0..labels.len()).collect();
+    order.sort_by(|&a, &b| cost_ms[b].cmp(&cost_ms[a]).then_with(|| labels[a].cmp(&labels[b])));
+    let mut load = vec![0u64; n as usize];
+    let mut shard = vec![0u32; labels.len()];
+    for i in order {
+        let (s, _) = load.iter().enumerate().min_by_key(|&(s, l)| (*l, s)).expect("n >= 1");
+        load[s] += cost_ms[i];
+        shard[i] = s as u32 + 1;
+    }
+    shard
+}
+
+/// The recipe of every job (whose sha256 is the cache key kiln-build's runner uses).
+pub fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
+    let hashes = Hashes::default();
+    jobs.iter().map(|j| j.recipe(toolchain, &hashes).with_context(|| format!("cannot hash the inputs of {j}"))).collect()
+}
+
+/// The identity of the plan `jobs` (with `keys`) of `selection` under `pins`.
+pub fn identity(pins: &Pins, opts: &Options, toolchain: &str, jobs: &[Job], keys: &[String], costs_text: &[u8]) -> PlanIdentity {
+    let c = &pins.candle;
+    let source = format!("{} {} {}", c.crate_name, c.version, c.sha256);
+    let targets: Vec<String> = crate::select::known_targets(pins).iter().map(|t| t.to_string()).collect();
+    let costs = if costs_text.is_empty() { String::new() } else { fetch::sha256_bytes(costs_text) };
+    // `--module a --module b` and `--module b --module a` select the same jobs.
+    let sorted = |v: &[String]| -> Vec<String> {
+        let mut v = v.to_vec();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let archs: Vec<String> = opts.selection.archs.iter().map(|t| t.to_string()).collect();
+    let (modules, archs) = (sorted(&opts.selection.modules), sorted(&archs));
+    let mut text = format!(
+        "kiln-plan v1\ntoolchain {toolchain}\nsource {source}\ntargets {}\nmodules {}\narchs {}\ncosts {costs}\n",
+        targets.join(" "),
+        modules.join(" "),
+        archs.join(" ")
+    );
+    for (j, k) in jobs.iter().zip(keys) {
+        text.push_str(&format!("job {} {k}\n", costs::label(j)));
+    }
+    PlanIdentity {
+        id: fetch::sha256_bytes(text.as_bytes()),
+        toolchain: toolchain.to_string(),
+        source,
+        targets,
+        modules,
+        archs,
+        costs,
+        jobs: jobs.len(),
+    }
+}
+
+/// The whole plan as the shards and the merge see it.
+pub struct ShardPlan {
+    pub jobs: Vec<Job>,
+    /// How many of `jobs` (the first ones) are module jobs; the rest are static-library objects.
+    pub n_modules: usize,
+    pub recipes: Vec<String>,
+    pub keys: Vec<String>,
+    pub labels: Vec<String>,
+    pub cost_ms: Vec<u64>,
+    pub identity: PlanIdentity,
+}
+
+impl ShardPlan {
+    pub fn new(pins: &Pins, opts: &Options, p: &Prepared, costs_path: &Path) -> Result<ShardPlan> {
+        let costs_text = std::fs::read(costs_path).unwrap_or_default();
+        let costs = Costs::load(costs_path)?;
+        let jobs = crate::compile_jobs(&opts.selection, &p.plan, pins)?;
+        let n_modules = jobs.iter().filter(|j| j.kind != Kind::Object).count();
+        let recipes = recipes(&jobs, &p.runner.sysroot().identity)?;
+        let keys: Vec<String> = recipes.iter().map(|r| Job::key(r)).collect();
+        let labels: Vec<String> = jobs.iter().map(costs::label).collect();
+        let cost_ms = costs.estimate(&jobs);
+        let identity = identity(pins, opts, &p.runner.sysroot().identity, &jobs, &keys, &costs_text);
+        Ok(ShardPlan { jobs, n_modules, recipes, keys, labels, cost_ms, identity })
+    }
+
+    /// Shard number (1..=n) of every job.
+    pub fn assignment(&self, n: u32) -> Vec<u32> {
+        partition(&self.labels, &self.cost_ms, n)
+    }
+}
+
+/// What a shard run wrote.
+pub struct PartOutcome {
+    pub part: Part,
+    pub out: std::path::PathBuf,
+    pub built: usize,
+    pub seconds: f64,
+}
+
+/// Where a module job's artifact goes in the dist folder.
+fn dist_path(job: &Job) -> Option<String> {
+    (job.kind != Kind::Object).then(|| collect::dist_path(job))
+}
+
+/// Builds shard `spec` of the plan into the part folder `opts.out`, replaced
+/// whole at the end (or left as it was on any failure).
+pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dyn Fn(String) + Sync)) -> Result<PartOutcome> {
+    let start = std::time::Instant::now();
+    opts.selection.check(pins)?;
+    part::check_out(&opts.out)?;
+    output::remove_stale_siblings(&opts.out);
+    let prepared = prepare(pins, opts, say)?;
+    let plan = ShardPlan::new(pins, opts, &prepared, costs_path)?;
+    let shard = plan.assignment(spec.n);
+    let mine: Vec<usize> = (0..plan.jobs.len()).filter(|&i| shard[i] == spec.k).collect();
+    let jobs: Vec<Job> = mine.iter().map(|&i| plan.jobs[i].clone()).collect();
+    let total: u64 = plan.cost_ms.iter().sum();
+    let estimated: u64 = mine.iter().map(|&i| plan.cost_ms[i]).sum();
+    let largest = mine.iter().max_by_key(|&&i| plan.cost_ms[i]);
+    say(format!(
+        "shard {spec} of plan {} ({} jobs, ~{:.0} s): {} jobs, ~{:.0} s{}; cache {}",
+        &plan.identity.id[..12],
+        plan.jobs.len(),
+        total as f64 / 1e3,
+        jobs.len(),
+        estimated as f64 / 1e3,
+        largest.map(|&i| format!(", the longest {} (~{:.0} s)", plan.labels[i], plan.cost_ms[i] as f64 / 1e3)).unwrap_or_default(),
+        prepared.cache.root().display()
+    ));
+
+    let Prepared { cache, runner, toolchain, .. } = prepared;
+    let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, no_compile: opts.no_compile, ..Default::default() };
+    let nodes: Vec<Node> = jobs.iter().cloned().map(Node::command).collect();
+    let results = run_graph(&runner, &cache, &nodes, &run_opts, say);
+    let built: Vec<(Job, kiln_build::Built)> = jobs.iter().cloned().zip(collect::successes(&nodes, results)?).collect();
+    for (i, (j, b)) in mine.iter().zip(&built) {
+        if b.key != plan.keys[*i] {
+            bail!("{j}: the runner's cache key {} is not the plan's {}: kiln-build and kiln-dist disagree on the recipe", b.key, plan.keys[*i]);
+        }
+    }
+    // Every module artifact is read back here already: a bad one fails this
+    // shard, on the machine that built it, not the merge.
+    let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind != Kind::Object).cloned().collect();
+    let collected = collect::artifacts(pins, &modules)?;
+    if let Some(lock) = &opts.locked {
+        let m = collect::manifest(pins, toolchain, &collected);
+        let diff = lock.differences(&m, false);
+        if !diff.is_empty() {
+            bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), crate::lock::FILE_NAME, diff.join("\n  "));
+        }
+    }
+
+    let staged = Staged::begin(&opts.out, part::OWNER, |d| d.join(part::FILE_NAME).is_file())?;
+    let store = kiln_build::store::Store::new(&cache);
+    let mut part_jobs = Vec::new();
+    for (job, b) in &built {
+        let rel = format!("{}/{}/{}", part::JOBS_DIR, b.key, job.output);
+        let dest = staged.dir.join(&rel);
+        std::fs::create_dir_all(dest.parent().expect("jobs/<key> has a parent"))?;
+        // A copy: nothing done to the part may reach the cache.
+        std::fs::copy(&b.path, &dest).with_context(|| format!("cannot copy {} to {}", b.path.display(), dest.display()))?;
+        let sha256 = fetch::sha256_file(&dest)?;
+        let size = std::fs::metadata(&dest)?.len();
+        part_jobs.push(PartJob {
+            job: costs::label(job),
+            key: b.key.clone(),
+            file: rel,
+            size,
+            sha256,
+            dist_path: dist_path(job),
+            seconds: (!b.cached).then_some(b.seconds).or_else(|| store.seconds(&b.key)),
+        });
+    }
+    let part = Part::new(spec, plan.identity.clone(), estimated, part_jobs);
+    std::fs::write(staged.dir.join(part::FILE_NAME), part.to_json()).with_context(|| format!("cannot write {}", part::FILE_NAME))?;
+    part::OWNER.mark(&staged.dir)?;
+    output::failpoint("part-staged");
+    staged.commit(&opts.out)?;
+    if let Some(r) = cache.remote() {
+        say(r.summary());
+    }
+    let n_built = built.iter().filter(|(_, b)| !b.cached).count();
+    Ok(PartOutcome { part, out: opts.out.clone(), built: n_built, seconds: start.elapsed().as_secs_f64() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("job{i:02}")).collect()
+    }
+
+    #[test]
+    fn the_partition_balances_and_depends_only_on_its_inputs() {
+        let l = labels(7);
+        let c = vec![50, 40, 30, 30, 20, 10, 10];
+        let s = partition(&l, &c, 2);
+        assert_eq!(s, partition(&l, &c, 2), "deterministic");
+        let load = |k: u32| -> u64 { s.iter().zip(&c).filter(|(x, _)| **x == k).map(|(_, c)| *c).sum() };
+        assert_eq!(load(1) + load(2), 190);
+        assert!(load(1).abs_diff(load(2)) <= 10, "{} vs {}", load(1), load(2));
+        // Every job in exactly one shard, for any N, and none in a shard > N.
+        for n in 1..=9 {
+            let s = partition(&l, &c, n);
+            assert!(s.iter().all(|&k| (1..=n).contains(&k)), "{n}: {s:?}");
+        }
+        // The longest job alone caps a shard: with as many shards as jobs, each gets one.
+        let s = partition(&l, &c, 7);
+        let mut sorted = s.clone();
+        sorted.sort();
+        assert_eq!(sorted, (1..=7).collect::<Vec<_>>());
+        // More shards than jobs leaves some empty rather than failing.
+        assert_eq!(partition(&l[..2], &c[..2], 4), vec![1, 2]);
+    }
+
+    #[test]
+    fn equal_costs_are_cut_by_name_not_by_input_order() {
+        let l = labels(4);
+        let c = vec![5, 5, 5, 5];
+        let forward = partition(&l, &c, 2);
+        let mut rl = l.clone();
+        rl.reverse();
+        let mut backward = partition(&rl, &c, 2);
+        backward.reverse();
+        assert_eq!(forward, backward);
+    }
+}
