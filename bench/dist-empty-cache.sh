@@ -5,7 +5,7 @@
 #   bench/dist-empty-cache.sh LABEL [XTASK]    (XTASK: default target/debug/xtask)
 #
 # The cache is fresh (/tmp/kiln-bench/LABEL/cache) but its debs/, toolchains/,
-# sources/ and fetch/ are hard links to the real cache's ($KILN_CACHE_DIR or
+# sources/, fetch/, wheels/ and tools/ are hard links to the real cache's ($KILN_CACHE_DIR or
 # ~/.cache/kiln; run a dist there first): no download and no unpacking is
 # timed, every compile, archive, bundle, payload and the packaging are. Prints
 # the dist's wall time, Σ job time (every `built` line's seconds, plus the
@@ -20,8 +20,9 @@ REAL="${KILN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln}"
 D="/tmp/kiln-bench/$LABEL"
 rm -rf "$D"
 mkdir -p "$D/cache"
-for area in debs toolchains sources fetch; do
-    cp -al "$REAL/$area" "$D/cache/$area"
+for area in debs toolchains sources fetch wheels tools; do
+    # wheels/ and tools/ (the pinned ptxas) exist once a dist of issue 13's pins ran.
+    [ -d "$REAL/$area" ] && cp -al "$REAL/$area" "$D/cache/$area"
 done
 CORES=$(nproc)
 ( while true; do
