@@ -24,7 +24,7 @@ use std::{
 
 use anyhow::{bail, Result};
 use kiln_manifest::Manifest;
-use kiln_pins::Pins;
+use kiln_pins::KernelSet;
 
 use crate::{
     parts::{self, Role},
@@ -34,15 +34,20 @@ use crate::{
 
 /// What the generator reads besides the manifest.
 pub struct Inputs<'a> {
-    pub pins: &'a Pins,
+    /// The kernel set packaged (its crate pins, modules, targets, source crate).
+    pub set: &'a KernelSet,
     pub manifest: &'a Manifest,
+    /// The manifest as the dist folder holds it (with the set's name, for a set other than the main one).
+    pub manifest_json: &'a str,
     /// Each artifact's zstd-compressed bytes, by its manifest path.
     pub payloads: &'a BTreeMap<String, PathBuf>,
     /// The static library's slices ([`crate::slices::split`]'s folder).
     pub slices: &'a Path,
     /// `libcudart_static.a`, compressed.
     pub cudart_payload: &'a Path,
-    /// candle-kernels' `src/ffi.rs` from the pinned crate.
+    /// The set's verified sources (upstream's Rust, for a drop-in that carries it).
+    pub source_root: &'a Path,
+    /// The set's `ffi` file from the verified sources (candle-kernels' `src/ffi.rs`).
     pub ffi_rs: &'a Path,
     pub sources: &'a Sources,
     pub toolchain: &'a ToolchainFiles,
