@@ -459,7 +459,9 @@ impl<'p> Builder<'p> {
         if all {
             // What this checkout's plan uses, for `cargo xtask cache gc`: one record per combination of sets.
             let names: Vec<String> = chosen.iter().map(|s| s.name.clone()).collect();
-            let defaults: Vec<String> = self.sets.iter().filter(|s| s.default).map(|s| s.name.clone()).collect();
+            // The pin file's default sets keep the checkout's one record; any other combination (an
+            // opt-in set, a set described in code) gets its own, so neither hides the other's entries.
+            let defaults: Vec<String> = self.pins.default_sets().map(|s| s.name.clone()).collect();
             let variant = if names == defaults { String::new() } else { names.join(",") };
             let rec = cache_admin::PlanRecord {
                 checkout: self.base.canonicalize().unwrap_or_else(|_| self.base.clone()),
