@@ -314,7 +314,11 @@ impl<'p> Builder<'p> {
             }
             let path = self.lock_of(&set.name);
             locks.push(match self.lock {
-                LockMode::Check => Some(lock::Lock::load(&path).with_context(|| format!("set `{}`: --locked needs its lock", set.name))?),
+                LockMode::Check => {
+                    Some(lock::Lock::load(&path).with_context(|| {
+                        format!("set `{}`: --locked needs its lock, which a build of the set with --update-lock writes", set.name)
+                    })?)
+                }
                 _ => None,
             });
         }
@@ -436,7 +440,12 @@ impl<'p> Builder<'p> {
                         artifacts.insert(path, built[payload].path.clone());
                     }
                     let payloads = package::Payloads { artifacts, slices: built[p.slices].path.clone(), cudart: built[p.cudart].path.clone() };
-                    let what = package::What { runner: &runner, cache: &cache, set, kiln: &self.kiln, source_root: &src.root, manifest: &manifest };
+                    let cudart = set.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()).map(|name| {
+                        let other = self.sets.iter().chain(&pins.sets).find(|s| &s.name == name).expect("checked: crate.cudart names a set");
+                        (other.artifact_crate.as_ref().expect("a set with crates").name.clone(), other.crate_version().expect("a crate source"))
+                    });
+                    let what =
+                        package::What { runner: &runner, cache: &cache, set, kiln: &self.kiln, source_root: &src.root, manifest: &manifest, cudart };
                     let (records, key) = package::crates(&what, &payloads, &folder.dir, say)?;
                     package_keys.push(key);
                     records
@@ -490,6 +499,11 @@ pub fn check_sets(pins: &Pins, sets: &[KernelSet]) -> Result<()> {
     }
     for (i, s) in sets.iter().enumerate() {
         s.check(pins).map_err(anyhow::Error::msg)?;
+        if let Some(cudart) = s.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()) {
+            if !sets.iter().any(|o| &o.name == cudart && o.artifact_crate.is_some()) {
+                bail!("set `{}`: crate.cudart = `{cudart}` names no set of this build that packages crates", s.name);
+            }
+        }
         for other in &sets[..i] {
             if other.name == s.name {
                 bail!("two kernel sets are named `{}`: set names must be unique", s.name);

@@ -40,6 +40,9 @@ pub struct What<'a> {
     /// The set's verified sources.
     pub source_root: &'a Path,
     pub manifest: &'a SetManifest,
+    /// The main crate name and version of the set whose CUDA runtime crate
+    /// this set's parts link (`crate.cudart`); `None`: its own.
+    pub cudart: Option<(String, String)>,
 }
 
 /// Generates the set's crates around the payloads and packages them into
@@ -58,7 +61,17 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         .and_then(|l| l.ffi.as_ref())
         .with_context(|| format!("set `{}`: its crates need the static library's ffi file", set.name))?;
     let ffi_rs = w.source_root.join(ffi);
-    let key = cache_key(runner, &artifact_crate.name, &version, w.manifest, &sources.trees(), &ffi_rs)?;
+    let mut key_text = format!("{}\n", w.manifest.to_json());
+    if let Some((name, version)) = &w.cudart {
+        key_text.push_str(&format!("cudart of {name} {version}\n"));
+    }
+    if artifact_crate.api == CrateApi::Upstream {
+        // The drop-in carries upstream's src/ and manifest.
+        for f in list_sorted(&w.source_root.join("src"))?.into_iter().chain([w.source_root.join("Cargo.toml")]) {
+            key_text.push_str(&format!("upstream {} {}\n", f.strip_prefix(w.source_root).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
+        }
+    }
+    let key = cache_key(runner, &artifact_crate.name, &version, &key_text, &sources.trees(), &ffi_rs)?;
     let cached = cache.objects().join("packages").join(&key);
     if cached.join(CRATES_JSON).is_file() {
         match verify_cached(&cached) {
@@ -91,6 +104,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         payloads: &payloads.artifacts,
         slices: &payloads.slices,
         cudart_payload: &payloads.cudart,
+        cudart: w.cudart.clone(),
         source_root: w.source_root,
         ffi_rs: &ffi_rs,
         sources: &sources,
@@ -100,13 +114,19 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
     say(format!("packaging {} {version} crates", artifact_crate.name));
     let generated = match artifact_crate.api {
         CrateApi::Kiln => generate::generate(&inputs, &gen_root)?,
-        CrateApi::Upstream => bail!("set `{}`: crate.api = \"upstream\" is not packaged yet", set.name),
+        CrateApi::Upstream => generate::generate_upstream(&inputs, &gen_root)?,
     };
     let packaged = cargo::package(&gen_root)?;
     let dest = staged.join(CRATES_DIR);
     fs::create_dir_all(&dest)?;
     let mut records = Vec::new();
     for p in &packaged {
+        // Another set's crate (its CUDA runtime's), packaged only for the workspace to resolve.
+        if generated.iter().any(|g| {
+            g.borrowed && p.name.starts_with(&format!("{}-", g.name)) && p.name[g.name.len() + 1..].starts_with(|c: char| c.is_ascii_digit())
+        }) {
+            continue;
+        }
         let info = generated
             .iter()
             .find(|g| p.name.starts_with(&format!("{}-", g.name)) && p.name[g.name.len() + 1..].starts_with(|c: char| c.is_ascii_digit()));
@@ -157,7 +177,7 @@ pub fn verify_cached(dir: &Path) -> Result<Vec<CrateRecord>> {
 /// Everything the packaged crates are made from: the manifest (which names
 /// every artifact's sha256), the template and kiln-manifest sources, the
 /// set's `ffi.rs`, the toolchain (static cudart, licence texts), the crate pins.
-fn cache_key(runner: &Runner, name: &str, version: &str, manifest: &SetManifest, trees: &[&Path], ffi: &Path) -> Result<String> {
+fn cache_key(runner: &Runner, name: &str, version: &str, manifest_json: &str, trees: &[&Path], ffi: &Path) -> Result<String> {
     let mut text = format!(
         "kiln-package v1\nkiln {}\n{}\ntoolchain {}\ncrate {name} {version}\nffi {}\n",
         env!("CARGO_PKG_VERSION"),
@@ -165,7 +185,7 @@ fn cache_key(runner: &Runner, name: &str, version: &str, manifest: &SetManifest,
         runner.sysroot().identity,
         fetch::sha256_file(ffi)?
     );
-    text.push_str(&manifest.to_json());
+    text.push_str(manifest_json);
     for tree in trees {
         let mut files = Vec::new();
         list_files(tree, &mut files)?;
@@ -175,6 +195,13 @@ fn cache_key(runner: &Runner, name: &str, version: &str, manifest: &SetManifest,
         }
     }
     Ok(fetch::sha256_bytes(text.as_bytes()))
+}
+
+fn list_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    list_files(dir, &mut files)?;
+    files.sort();
+    Ok(files)
 }
 
 fn list_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {

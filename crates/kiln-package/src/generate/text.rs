@@ -20,6 +20,9 @@ pub struct Gen<'a> {
     pub exact: String,
     /// The targets carried, for descriptions (`sm_80, ..., gfx90a`).
     pub targets: String,
+    /// The main crate name and version of the crates that carry the CUDA
+    /// runtime the static library's parts link: this set's, or another's.
+    pub cudart: (String, String),
     mit: String,
     apache: String,
 }
@@ -32,7 +35,9 @@ impl<'a> Gen<'a> {
         let apache = fs::read_to_string(apache_path).with_context(|| format!("cannot read {}", apache_path.display()))?;
         let t = &inp.manifest.targets;
         let targets = t.cuda_sass.iter().chain(&t.hip).cloned().collect::<Vec<_>>().join(", ");
-        let mut g = Gen { inp, out, main: artifact_crate.name.clone(), exact: exact_req(&version), version, targets, mit: String::new(), apache };
+        let cudart = inp.cudart.clone().unwrap_or_else(|| (artifact_crate.name.clone(), version.clone()));
+        let mut g =
+            Gen { inp, out, main: artifact_crate.name.clone(), exact: exact_req(&version), version, targets, cudart, mit: String::new(), apache };
         g.mit = g.template("LICENSE-MIT")?;
         Ok(g)
     }
