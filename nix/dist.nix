@@ -11,16 +11,19 @@
   pins,
 }:
 let
-  c = pins.candle;
-  # The same file the xtask would fetch with cargo, verified by the same sha256.
-  crate = fetchurl {
-    name = "${c.crate}-${c.version}.crate";
-    urls = [
-      "https://static.crates.io/crates/${c.crate}/${c.crate}-${c.version}.crate"
-      "https://crates.io/api/v1/crates/${c.crate}/${c.version}/download"
-    ];
-    inherit (c) sha256;
-  };
+  # The same files the xtask would fetch with cargo (one per default kernel
+  # set whose source is a crate), verified by the same sha256.
+  fetchCrate =
+    c:
+    fetchurl {
+      name = "${c.crate}-${c.version}.crate";
+      urls = [
+        "https://static.crates.io/crates/${c.crate}/${c.crate}-${c.version}.crate"
+        "https://crates.io/api/v1/crates/${c.crate}/${c.version}/download"
+      ];
+      inherit (c) sha256;
+    };
+  crates = builtins.concatStringsSep ":" (map (c: "${fetchCrate c}") pins.crates);
   # Blackwell's ptxas, verified by its pinned sha256 here and again by the xtask,
   # which reads it from its cache's wheels/ folder instead of downloading it.
   ptxasWheel =
@@ -49,13 +52,13 @@ rustPlatform.buildRustPackage {
   KILN_SYSROOT = sysroot;
   inherit ptxasWheel;
 
-  # The builder has no network, and the xtask would fetch candle-kernels with
-  # cargo: KILN_CANDLE_CRATE hands it the fixed-output fetch above instead,
-  # which the xtask checks against the same pinned sha256.
+  # The builder has no network, and the xtask would fetch the source crates
+  # with cargo: KILN_CANDLE_CRATE hands it the fixed-output fetches above
+  # instead (`:`-separated), which the xtask checks against the same pinned sha256.
   buildPhase = ''
     runHook preBuild
     export KILN_CACHE_DIR="$TMPDIR/kiln-cache"
-    export KILN_CANDLE_CRATE=${crate}
+    export KILN_CANDLE_CRATE=${crates}
     ${placeWheel}
     cargo xtask dist --locked
     runHook postBuild

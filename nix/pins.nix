@@ -25,8 +25,20 @@ let
 
   schema = raw.schema or null;
   toolchain = get raw "toolchain" "[toolchain]";
-  candle = get raw "candle" "[candle]";
   mirrors = get toolchain "mirrors" "toolchain.mirrors";
+
+  # Kernel sets ([sets.<name>], docs/kernel-sets.md). A set's source is a
+  # crate (crate, version, sha256) or a folder of the repository (path).
+  sets = get raw "sets" "[sets]";
+  setNames = builtins.attrNames sets;
+  sourceOf = n: get sets.${n} "source" "sets.${n}.source";
+  crateSets = builtins.filter (n: (sourceOf n) ? crate) setNames;
+  # What a plain `cargo xtask dist` builds: the sets without `default = false`.
+  defaultCrateSets = builtins.filter (n: sets.${n}.default or true) crateSets;
+  checkSet =
+    n:
+    isSha256 ((sourceOf n).sha256 or null)
+    || fail "sets.${n}.source.sha256 is not a sha256 (64 lowercase hex digits)" null;
 
   # The four compilers, in the order `cargo xtask pins check` prints them.
   roles = [
@@ -102,7 +114,12 @@ let
       true;
 
   valid =
-    (schema == 1 || fail "unsupported schema ${toString schema}; this flake reads schema 1" null)
+    (
+      schema == 2
+      || fail "unsupported schema ${toString schema}; this flake reads schema 2" (
+        if schema == 1 then "move [candle] into [sets.candle] and [crate] into [sets.candle.crate] (docs/kernel-sets.md)" else null
+      )
+    )
     && (
       (toolchain.distribution or null) == "debian"
       || fail "only `debian` toolchains are supported (toolchain.distribution)" null
@@ -115,7 +132,8 @@ let
       || fail "a package is listed twice in [toolchain.closure]" updateHelp
     )
     && all checkCompiler compilers
-    && (isSha256 (candle.sha256 or null) || fail "candle.sha256 is not a sha256 (64 lowercase hex digits)" null)
+    && (setNames != [ ] || fail "the pin file has no kernel set ([sets.<name>])" null)
+    && all checkSet crateSets
     && (
       !(toolchain ? ptxas)
       || isSha256 (toolchain.ptxas.sha256 or null)
@@ -173,9 +191,17 @@ assert valid;
     else
       null;
 
-  candle = {
-    crate = get candle "crate" "candle.crate";
-    version = get candle "version" "candle.version";
-    inherit (candle) sha256;
-  };
+  # The source crates of the default sets: the dist derivation fetches each
+  # (the xtask checks it against the same sha256 again).
+  crates = map (
+    n:
+    let
+      s = sourceOf n;
+    in
+    {
+      crate = get s "crate" "sets.${n}.source.crate";
+      version = get s "version" "sets.${n}.source.version";
+      inherit (s) sha256;
+    }
+  ) defaultCrateSets;
 }

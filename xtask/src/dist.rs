@@ -1,7 +1,7 @@
 use std::path::Path;
 
-use anyhow::{bail, Result};
-use kiln_dist::{costs::Costs, lock::Lock, Options, Selection};
+use anyhow::{bail, Context, Result};
+use kiln_dist::{costs::Costs, lock::Lock, Builder, Dist, LockMode, Options, SetManifest};
 use kiln_toolchain::remote;
 
 use crate::flags;
@@ -35,25 +35,25 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
     }
     let pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
-    let lock_path = root.join(kiln_dist::lock::FILE_NAME);
-    let locked = if f.locked { Some(Lock::load(&lock_path)?) } else { None };
     let out = f.out.clone().unwrap_or_else(|| match f.shard {
         Some(s) => format!("target/dist-part-{}-of-{}", s.k, s.n).into(),
         None => "target/dist".into(),
     });
-    let opts = Options {
-        repo: root.clone(),
-        out: root.join(out),
-        selection: Selection::new(f.modules, &f.archs, &pins)?,
-        workers: workers(f.jobs),
-        verbose: f.verbose,
-        locked,
-        package: !f.no_package,
-        no_compile: f.no_compile,
-        remote: remote_config(&f.remote)?,
-    };
     let costs_path = root.join(kiln_dist::costs::FILE_NAME);
     if let Some(spec) = f.shard {
+        // Shards and their merge build the main set (docs/distributed.md).
+        let lock_path = root.join(kiln_dist::lock::FILE_NAME);
+        let opts = Options {
+            repo: root.clone(),
+            out: root.join(out),
+            selection: kiln_dist::Selection::new(f.modules, &f.archs, &[pins.main_set()])?,
+            workers: workers(f.jobs),
+            verbose: f.verbose,
+            locked: if f.locked { Some(Lock::load(&lock_path)?) } else { None },
+            package: !f.no_package,
+            no_compile: f.no_compile,
+            remote: remote_config(&f.remote)?,
+        };
         let o = kiln_dist::shard::run(&pins, &opts, spec, &costs_path, &|l| crate::say(l))?;
         let bytes: u64 = o.part.jobs.iter().map(|j| j.size).sum();
         println!(
@@ -68,50 +68,68 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
         );
         return Ok(());
     }
-    let outcome = kiln_dist::run(&pins, &opts, &|l| crate::say(l))?;
-    report(&outcome, f.locked, &lock_path);
-    if f.update_lock {
-        let m = &outcome.manifest;
-        let mut lock = if lock_path.exists() { Lock::load(&lock_path)? } else { Lock::of(m) };
-        lock.update(m);
-        lock.write(&lock_path)?;
-        println!("{}: {} artifact hashes", lock_path.display(), lock.artifacts.len());
-    }
+    let lock = match (f.locked, f.update_lock) {
+        (true, _) => LockMode::Check,
+        (_, true) => LockMode::Update,
+        _ => LockMode::Off,
+    };
+    // The same builder another project's xtask would use, with the pin file's sets.
+    let dist = Builder::from_pins(&pins)
+        .kiln_dir(&root)
+        .base(&root)
+        .only(&f.sets)
+        .select(f.modules, f.archs)
+        .out(root.join(out))
+        .lock(lock)
+        .package(!f.no_package)
+        .workers(workers(f.jobs))
+        .verbose(f.verbose)
+        .no_compile(f.no_compile)
+        .remote(remote_config(&f.remote)?)
+        .build(&|l| crate::say(l))?;
+    report(&dist, lock)?;
     if f.update_costs {
         let mut costs = Costs::load(&costs_path)?;
-        let measured: Vec<(String, f64)> = outcome.compiled.iter().filter_map(|(l, s)| s.map(|s| (l.clone(), s))).collect();
+        let measured: Vec<(String, f64)> = dist.compiled.iter().filter_map(|(l, s)| s.map(|s| (l.clone(), s))).collect();
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-        let note = format!("seconds per job as each cache entry recorded them; written with -j {} on a {cores}-core machine", opts.workers);
+        let note = format!("seconds per job as each cache entry recorded them; written with -j {} on a {cores}-core machine", workers(f.jobs));
         let n = costs.update(measured, &note);
         costs.write(&costs_path)?;
         println!(
             "{}: {n} of {} jobs measured ({} without a recorded time kept their old figure)",
             costs_path.display(),
-            outcome.compiled.len(),
-            outcome.compiled.len() - n
+            dist.compiled.len(),
+            dist.compiled.len() - n
         );
     }
     Ok(())
 }
 
-fn report(outcome: &kiln_dist::Outcome, locked: bool, lock_path: &Path) {
-    let m = &outcome.manifest;
-    let bytes: u64 = m.artifacts.iter().map(|a| a.size).sum();
-    println!(
-        "{}: {} artifacts ({:.1} MB) in {:.1} s; manifest {}",
-        outcome.out.display(),
-        m.artifacts.len(),
-        bytes as f64 / 1e6,
-        outcome.seconds,
-        outcome.out.join(kiln_manifest::FILE_NAME).display()
-    );
-    if !outcome.crates.is_empty() {
-        let total: u64 = outcome.crates.iter().map(|c| c.size).sum();
-        println!("{} crates ({:.1} MB) in {}", outcome.crates.len(), total as f64 / 1e6, outcome.out.join(kiln_dist::package::CRATES_DIR).display());
+/// What each set's build wrote: its folder, crates and lock.
+fn report(dist: &Dist, lock: LockMode) -> Result<()> {
+    for o in &dist.sets {
+        let m = &o.manifest.manifest;
+        let bytes: u64 = m.artifacts.iter().map(|a| a.size).sum();
+        let set = if o.manifest.set.is_some() { format!(" (set {})", o.set) } else { String::new() };
+        println!(
+            "{}{set}: {} artifacts ({:.1} MB) in {:.1} s; manifest {}",
+            o.out.display(),
+            m.artifacts.len(),
+            bytes as f64 / 1e6,
+            dist.seconds,
+            o.out.join(kiln_manifest::FILE_NAME).display()
+        );
+        if !o.crates.is_empty() {
+            let total: u64 = o.crates.iter().map(|c| c.size).sum();
+            println!("{} crates ({:.1} MB) in {}", o.crates.len(), total as f64 / 1e6, o.out.join(kiln_dist::package::CRATES_DIR).display());
+        }
+        match lock {
+            LockMode::Check => println!("all {} artifacts match {}", m.artifacts.len(), o.lock.display()),
+            LockMode::Update => println!("{}: {} artifact hashes", o.lock.display(), Lock::load(&o.lock)?.artifacts.len()),
+            LockMode::Off => {}
+        }
     }
-    if locked {
-        println!("all {} artifacts match {}", m.artifacts.len(), lock_path.display());
-    }
+    Ok(())
 }
 
 /// `dist merge DIR...`.
@@ -123,7 +141,7 @@ fn merge(pins_path: &Path, m: flags::Merge) -> Result<()> {
     let opts = Options {
         repo: root.clone(),
         out: root.join(&m.out),
-        selection: Selection::default(),
+        selection: kiln_dist::Selection::default(),
         workers: workers(m.jobs),
         verbose: m.verbose,
         locked: if m.locked { lock.clone() } else { None },
@@ -134,8 +152,8 @@ fn merge(pins_path: &Path, m: flags::Merge) -> Result<()> {
     // Relative part folders are relative to where the command was typed (a shell glob expanded there).
     let here = crate::invoked_from();
     let parts: Vec<_> = m.parts.iter().map(|p| here.join(p)).collect();
-    let outcome = kiln_dist::merge::run(&pins, &opts, &parts, lock.as_ref(), &root.join(kiln_dist::costs::FILE_NAME), &|l| crate::say(l))?;
-    report(&outcome, m.locked, &lock_path);
+    let dist = kiln_dist::merge::run(&pins, &opts, &parts, lock.as_ref(), &root.join(kiln_dist::costs::FILE_NAME), &|l| crate::say(l))?;
+    report(&dist, if m.locked { LockMode::Check } else { LockMode::Off })?;
     Ok(())
 }
 
@@ -144,8 +162,13 @@ pub fn verify(pins_path: &Path, v: flags::Verify) -> Result<()> {
     let _pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
     let dist = root.join(&v.dist);
-    let lock = Lock::load(&root.join(kiln_dist::lock::FILE_NAME))?;
+    // The lock of the set the folder holds: artifacts.lock, or artifacts.<set>.lock.
+    let mpath = dist.join(kiln_manifest::FILE_NAME);
+    let text = std::fs::read_to_string(&mpath).with_context(|| format!("cannot read {}: run `cargo xtask dist` first", mpath.display()))?;
+    let written = SetManifest::from_json(&text, &mpath.display().to_string())?;
+    let lock_name = kiln_dist::lock::file_name(written.set.as_deref().unwrap_or_default(), written.set.is_none());
+    let lock = Lock::load(&root.join(&lock_name))?;
     let (artifacts, crates) = kiln_dist::verify::folder(&dist, &lock)?;
-    println!("{}: {artifacts} artifacts match the manifest and {} ({crates} crates match crates.json)", dist.display(), kiln_dist::lock::FILE_NAME);
+    println!("{}: {artifacts} artifacts match the manifest and {lock_name} ({crates} crates match crates.json)", dist.display());
     Ok(())
 }

@@ -13,7 +13,9 @@ fn line(ok: bool, what: &str, detail: String) {
 pub fn run(pins_path: &Path) -> Result<()> {
     let pins = match crate::load_pins(pins_path) {
         Ok(p) => {
-            line(true, "pins", format!("{} (candle-kernels {}, crate {})", pins_path.display(), p.candle.version, p.crate_version()));
+            let sets: Vec<String> =
+                p.sets.iter().map(|s| format!("{}: {}{}", s.name, s.source.describe(), if s.default { "" } else { ", opt-in" })).collect();
+            line(true, "pins", format!("{} (sets {})", pins_path.display(), sets.join("; ")));
             p
         }
         Err(e) => {
@@ -45,7 +47,7 @@ pub fn run(pins_path: &Path) -> Result<()> {
                             None
                         }),
                     };
-                    match kiln_dist::compilers::check(&runner, &pins, ptxas.as_ref()) {
+                    match kiln_dist::compilers::check(&runner, &pins, ptxas.as_ref(), &pins.targets.hip) {
                         Ok(t) => {
                             for (what, v) in &t.reported {
                                 line(true, what, v.clone());

@@ -24,15 +24,19 @@ pub struct Xtask {
 
 #[derive(Subcommand, Debug)]
 pub enum Task {
-    /// Build every kernel module for every pinned target into target/dist/ (with manifest.json).
+    /// Build every kernel module of the default kernel sets for every pinned target into target/dist/ (with manifest.json).
     #[command(
-        long_about = "Build every kernel module for every pinned target into target/dist/.\n\n\
-        Provisions the pinned toolchain and the pinned candle-kernels sources first (cached in \
-        $KILN_CACHE_DIR), compiles in parallel with a content-addressed cache (a no-op rerun takes \
-        seconds), reads every artifact back to validate it, and only then replaces target/dist/ in \
-        one atomic step: a failed or interrupted run leaves the previous dist folder as it was.\n\n\
+        long_about = "Build every kernel module of the default kernel sets for every pinned target into target/dist/.\n\n\
+        Provisions the pinned toolchain and the pinned sources (of candle-kernels, and of every \
+        other set built) first (cached in $KILN_CACHE_DIR), compiles in parallel with a \
+        content-addressed cache (a no-op rerun takes seconds), reads every artifact back to \
+        validate it, and only then replaces target/dist/ in one atomic step: a failed or \
+        interrupted run leaves the previous dist folder as it was. A set other than the pin \
+        file's first goes to target/dist-<set> and is checked against artifacts.<set>.lock; \
+        an opt-in set (candle-flash-attn: hours of nvcc) is built only with --set \
+        (docs/kernel-sets.md).\n\n\
         Beyond one machine (docs/distributed.md): `--shard K/N` builds the K-th of N parts of the \
-        plan into a part folder, and `dist merge DIR...` assembles the parts into target/dist/ as one \
+        main set's plan into a part folder, and `dist merge DIR...` assembles the parts into target/dist/ as one \
         machine would write it. `--remote-cache URL` shares compiled objects with other machines \
         through an HTTP cache server (Bazel's /cas/ and /ac/ layout).",
         args_conflicts_with_subcommands = true,
@@ -214,6 +218,9 @@ pub struct Merge {
 pub struct Dist {
     #[command(subcommand)]
     pub command: Option<DistCommand>,
+    /// Only this kernel set (repeatable): candle, flash-attn, ...; default: every default set of pins.toml.
+    #[arg(long = "set", value_name = "NAME", conflicts_with = "shard")]
+    pub sets: Vec<String>,
     /// Only this module (repeatable): affine, binary, ..., or the static library `moe`.
     #[arg(long = "module", value_name = "NAME")]
     pub modules: Vec<String>,

@@ -10,7 +10,11 @@ pub fn run(path: &Path, action: PinsAction) -> Result<()> {
     match action {
         PinsAction::Check => {
             println!("{}: ok", path.display());
-            println!("  candle-kernels {} ({} modules, staticlib {})", pins.candle.version, pins.candle.modules.len(), pins.candle.staticlib.name);
+            for set in &pins.sets {
+                let lib = set.staticlib.as_ref().map_or(String::new(), |l| format!(", staticlib {} ({} sources)", l.name, l.sources.len()));
+                let opt_in = if set.default { "" } else { "; opt-in: --set" };
+                println!("  set {:<11} {} ({} modules{lib}{opt_in})", set.name, set.source.describe(), set.modules.len());
+            }
             for (what, p) in pins.compilers() {
                 println!("  {what:<17} {} {}", p.package, p.version);
             }

@@ -311,7 +311,12 @@ fn every_version_in_the_shell_comes_from_the_pin_file() {
         }
     }
     assert!(nix_files.len() >= 4, "expected flake.nix and nix/*.nix, found {nix_files:?}");
-    let mut pinned: Vec<String> = vec![pins.candle.version.clone(), pins.candle.sha256.clone(), pins.toolchain.suite.clone()];
+    let mut pinned: Vec<String> = vec![pins.toolchain.suite.clone()];
+    for set in &pins.sets {
+        if let kiln_pins::Source::Crate { version, sha256, .. } = &set.source {
+            pinned.extend([version.clone(), sha256.clone()]);
+        }
+    }
     for (_, p) in pins.compilers() {
         pinned.push(p.version.clone());
         // `12.4.131`, `17.0.6`; shorter ones (`6.0`) would match unrelated text.
@@ -409,8 +414,8 @@ fn broken_pin_files_fail_evaluation_with_a_clear_message() {
 
     // A schema this flake does not know.
     let copy = Copy::new("schema");
-    copy.edit("pins.toml", "\nschema = 1\n", "\nschema = 2\n", 1);
-    check(&copy, &["pins.toml: unsupported schema 2"]);
+    copy.edit("pins.toml", "\nschema = 2\n", "\nschema = 3\n", 1);
+    check(&copy, &["pins.toml: unsupported schema 3"]);
 
     // A non-free package that is not NVIDIA's CUDA toolkit: the unfree
     // predicate admits the CUDA EULA only.

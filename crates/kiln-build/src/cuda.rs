@@ -3,7 +3,7 @@
 //! static library's host objects, each carrying a fatbin for every sm.
 
 use anyhow::Result;
-use kiln_pins::{Pins, Sm, Target};
+use kiln_pins::{Sm, Target};
 
 use crate::{
     job::{Arch, Job, Kind},
@@ -23,9 +23,21 @@ fn nvcc_job(plan: &Plan, module: &str, out: Output, mode: &[&str], flags: &[Stri
     argv.extend(gencodes);
     argv.extend(mode.iter().map(|s| s.to_string()));
     argv.extend(flags.iter().cloned());
+    argv.extend(plan.include_flags());
     argv.extend(["-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
     let inputs = plan.scan(file, false)?;
-    Ok(Job { module: module.into(), arch, kind, argv, output, cost: plan.cost(&inputs), inputs, staged: Vec::new(), mounts: plan.mounts() })
+    Ok(Job {
+        set: plan.set.name.clone(),
+        module: module.into(),
+        arch,
+        kind,
+        argv,
+        output,
+        cost: plan.cost(&inputs),
+        inputs,
+        staged: Vec::new(),
+        mounts: plan.mounts(),
+    })
 }
 
 fn gencode(virt: Sm, real: &str) -> String {
@@ -33,17 +45,17 @@ fn gencode(virt: Sm, real: &str) -> String {
 }
 
 /// PTX for one virtual arch: the fallback for GPUs no cubin was built for.
-pub fn ptx_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, level: Sm) -> Result<Job> {
+pub fn ptx_job(plan: &Plan, module: &str, file: &SourceFile, level: Sm) -> Result<Job> {
     let g = vec![gencode(level, &level.ptx())];
     let out = Output { arch: Arch::One(Target::Ptx(level)), kind: Kind::Ptx, name: format!("{module}.ptx") };
-    nvcc_job(plan, module, out, &["--ptx"], &pins.flags.cuda, file, g)
+    nvcc_job(plan, module, out, &["--ptx"], &plan.set.flags.cuda, file, g)
 }
 
 /// SASS for one sm.
-pub fn cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: Sm) -> Result<Job> {
+pub fn cubin_job(plan: &Plan, module: &str, file: &SourceFile, sm: Sm) -> Result<Job> {
     let g = vec![gencode(sm, &sm.sass())];
     let out = Output { arch: Arch::One(Target::Sass(sm)), kind: Kind::Cubin, name: format!("{module}.cubin") };
-    nvcc_job(plan, module, out, &["--cubin"], &pins.flags.cuda, file, g)
+    nvcc_job(plan, module, out, &["--cubin"], &plan.set.flags.cuda, file, g)
 }
 
 /// SASS for an sm the pinned nvcc cannot target (Blackwell): in one sandboxed
@@ -53,13 +65,14 @@ pub fn cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: 
 /// (checked with 12.4: its sm_89 cubin equals `ptxas -arch=sm_89 -m64` of its
 /// compute_89 PTX, byte for byte). The PTX step repeats the `from` PTX job's
 /// compile rather than waiting for it, which keeps every job independent.
-pub fn ptxas_cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, sm: Sm, from: Sm) -> Result<Job> {
+pub fn ptxas_cubin_job(plan: &Plan, module: &str, file: &SourceFile, sm: Sm, from: Sm) -> Result<Job> {
     let Some(ptxas) = &plan.ptxas else {
         anyhow::bail!("{} needs the pinned ptxas ([toolchain].ptxas), which this plan was not given", sm.sass());
     };
     let ptx = format!("/kiln/job/{module}.ptx");
     let mut nvcc = vec!["nvcc".to_string(), gencode(from, &from.ptx()), "--ptx".into()];
-    nvcc.extend(pins.flags.cuda.iter().cloned());
+    nvcc.extend(plan.set.flags.cuda.iter().cloned());
+    nvcc.extend(plan.include_flags());
     nvcc.extend(["-o".into(), ptx.clone(), file.input.at.clone()]);
     let output = format!("{module}.cubin");
     let assemble =
@@ -67,6 +80,7 @@ pub fn ptxas_cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile
     let script = format!("set -e; {}; {}; rm {}", shell_words(&nvcc), shell_words(&assemble), shell_quote(&ptx));
     let inputs = plan.scan(file, false)?;
     Ok(Job {
+        set: plan.set.name.clone(),
         module: module.into(),
         arch: Arch::One(Target::Sass(sm)),
         kind: Kind::Cubin,
@@ -78,10 +92,6 @@ pub fn ptxas_cubin_job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile
         mounts: plan.mounts(),
     })
 }
-
-/// kiln's header that makes upstream's per-GPU choices per arch in the
-/// static library's fat objects (kernels/cuda/kiln_arch_gates.h).
-pub const ARCH_GATES: &str = "kiln_arch_gates.h";
 
 /// The name the pinned ptxas is staged under in a job folder.
 const PTXAS: &str = "ptxas";
@@ -101,15 +111,17 @@ fn shell_words(argv: &[String]) -> String {
 /// One host object of the static library: a fatbin with SASS for each of
 /// `sass` and PTX for each of `ptx` (the library's pinned targets, or a
 /// selection of them).
-pub fn object_job(plan: &Plan, pins: &Pins, lib: &str, file: &SourceFile, sass: &[Sm], ptx: &[Sm]) -> Result<Job> {
+pub fn object_job(plan: &Plan, lib: &str, file: &SourceFile, sass: &[Sm], ptx: &[Sm]) -> Result<Job> {
     let stem = file.rel.rsplit('/').next().unwrap().trim_end_matches(".cu").to_string();
     let arch = Arch::Fat { sass: sass.to_vec(), ptx: ptx.to_vec() };
     let g = sass.iter().map(|&s| gencode(s, &s.sass())).chain(ptx.iter().map(|&l| gencode(l, &l.ptx()))).collect();
-    let gates = plan.cuda_header(ARCH_GATES)?;
-    let mut flags = pins.flags.cuda_staticlib.clone();
-    flags.extend(["-include".to_string(), gates.at.clone()]);
+    let forced: Vec<_> = plan.set.staticlib.iter().flat_map(|l| &l.force_include).map(|h| plan.cuda_header(h)).collect::<Result<_>>()?;
+    let mut flags = plan.set.flags.cuda_staticlib.clone();
+    for f in &forced {
+        flags.extend(["-include".to_string(), f.at.clone()]);
+    }
     let mut job = nvcc_job(plan, &format!("{lib}/{stem}"), Output { arch, kind: Kind::Object, name: format!("{stem}.o") }, &["-c"], &flags, file, g)?;
-    job.inputs = plan.scan_forced(file, &[gates])?;
+    job.inputs = plan.scan_forced(file, &forced)?;
     job.cost = plan.cost(&job.inputs) * (sass.len() + ptx.len()) as u64;
     Ok(job)
 }
@@ -123,6 +135,7 @@ pub fn archive_job(plan: &Plan, lib: &str, sass: &[Sm], ptx: &[Sm], members: &[S
     let mut argv = vec!["ar".to_string(), "rcsD".into(), format!("/kiln/job/{output}")];
     argv.extend(members.iter().map(|name| format!("/kiln/job/{name}")));
     Job {
+        set: plan.set.name.clone(),
         module: lib.into(),
         arch: Arch::Fat { sass: sass.to_vec(), ptx: ptx.to_vec() },
         kind: Kind::Staticlib,

@@ -30,25 +30,21 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
         "--cuda-device-only".into(),
         // Without it clang wraps even a single arch in an offload bundle.
         "--no-gpu-bundle-output".into(),
-        format!("-mcode-object-version={}", pins.targets.code_object_version),
+        format!("-mcode-object-version={}", plan.set.targets.code_object_version),
         "--rocm-path=/usr".into(),
         format!("--rocm-device-lib-path=/usr/lib/llvm-{major}/lib/clang/{major}/amdgcn/bitcode"),
     ];
-    argv.extend(pins.flags.hip.iter().cloned());
-    if let Some(n) = pins.flags.hip_max_threads_per_block.get(module) {
+    argv.extend(plan.set.flags.hip.iter().cloned());
+    if let Some(n) = plan.set.flags.hip_max_threads_per_block.get(module) {
         argv.push(format!("--gpu-max-threads-per-block={n}"));
     }
     let output = format!("{module}.hsaco");
-    argv.extend([
-        format!("-I{}", plan.shims.at),
-        "-include".into(),
-        FORCED_INCLUDE.into(),
-        "-o".into(),
-        format!("/kiln/job/{output}"),
-        file.input.at.clone(),
-    ]);
+    argv.push(format!("-I{}", plan.shims.at));
+    argv.extend(plan.include_flags());
+    argv.extend(["-include".into(), FORCED_INCLUDE.into(), "-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
     let inputs = plan.scan(file, true)?;
     Ok(Job {
+        set: plan.set.name.clone(),
         module: module.into(),
         arch: Arch::One(Target::Hip(arch.clone())),
         kind: Kind::Hsaco,

@@ -73,6 +73,8 @@ impl Kind {
 
 #[derive(Clone)]
 pub struct Job {
+    /// The kernel set the job belongs to (messages only: not in the cache key).
+    pub set: String,
     pub module: String,
     pub arch: Arch,
     pub kind: Kind,
@@ -91,7 +93,7 @@ pub struct Job {
 
 impl fmt::Display for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}", self.arch.backend(), self.arch, self.module)
+        write!(f, "{} {} {}/{}", self.arch.backend(), self.arch, self.set, self.module)
     }
 }
 

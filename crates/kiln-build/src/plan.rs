@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use kiln_pins::{Pins, SassBy, Sm, Target};
+use kiln_pins::{IncludeRoot, KernelSet, Pins, SassBy, Sm, Target};
 use kiln_toolchain::Mount;
 
 use crate::{
@@ -12,19 +12,32 @@ use crate::{
     scan::{self, Input, Tree},
 };
 
-/// The trees a build reads: kernel sources (mounted at `/kiln/src`) and
-/// kiln's HIP shims (at `/kiln/hip`).
+/// One kernel set's build: its trees (sources at `/kiln/src`, kiln's HIP
+/// shims at `/kiln/hip`, kiln's CUDA headers at `/kiln/kernels`, pinned input
+/// trees at `/tmp/kiln-inc/<name>`), its `-I` roots, and the set itself (its
+/// modules, static library, targets and flags).
 pub struct Plan {
+    pub set: KernelSet,
     pub src: Tree,
     pub shims: Tree,
     /// What the sources are, for messages ("candle-kernels 0.11.1").
     pub src_name: String,
     /// The pinned newer ptxas, for sms the pinned nvcc cannot target.
     pub ptxas: Option<kiln_toolchain::wheel::Tool>,
-    /// kiln's CUDA headers (`kernels/cuda`, at `/kiln/kernels`), force-included
-    /// into the static library's objects.
+    /// kiln's CUDA headers (`kernels/cuda`, at `/kiln/kernels`), for the
+    /// static library's forced includes.
     pub cuda_headers: Option<Tree>,
+    /// The set's pinned input trees, mounted.
+    pub inputs: Vec<Tree>,
+    /// The set's `-I` roots, in order (inside the sources, or input trees).
+    pub search: Vec<Tree>,
 }
+
+/// Where a set's pinned input trees are mounted. Under the sandbox's `/tmp`
+/// (a fresh tmpfs in every run) because bubblewrap can only make mount points
+/// in a writable folder, and the sysroot's `/kiln` is read-only: new mount
+/// points there would change every provisioned sysroot and the builder image.
+pub const INPUTS_AT: &str = "/tmp/kiln-inc";
 
 /// A source file of the kernel tree.
 #[derive(Clone, Debug)]
@@ -35,20 +48,59 @@ pub struct SourceFile {
 }
 
 impl Plan {
-    pub fn new(src_root: PathBuf, src_name: String, shims: PathBuf) -> Plan {
+    /// The plan of `set`, whose sources are at `src_root`.
+    pub fn new(set: &KernelSet, src_root: PathBuf, shims: PathBuf) -> Plan {
         Plan {
-            src: Tree { host: src_root, at: "/kiln/src" },
-            shims: Tree { host: shims, at: "/kiln/hip" },
-            src_name,
+            set: set.clone(),
+            src: Tree { host: src_root, at: "/kiln/src".into() },
+            shims: Tree { host: shims, at: "/kiln/hip".into() },
+            src_name: set.source.describe(),
             ptxas: None,
             cuda_headers: None,
+            inputs: Vec::new(),
+            search: Vec::new(),
         }
     }
 
     /// The plan with kiln's CUDA headers folder (the repository's `kernels/cuda`).
     pub fn with_cuda_headers(mut self, host: PathBuf) -> Plan {
-        self.cuda_headers = Some(Tree { host, at: "/kiln/kernels" });
+        self.cuda_headers = Some(Tree { host, at: "/kiln/kernels".into() });
         self
+    }
+
+    /// The plan with the set's include roots, `inputs` giving each pinned
+    /// input's unpacked folder by name: a root that is not a folder, or an
+    /// input not given, is an error naming the set.
+    pub fn with_includes(mut self, inputs: &[(String, PathBuf)]) -> Result<Plan> {
+        let set = &self.set.name;
+        for (name, host) in inputs {
+            if !host.is_dir() {
+                bail!("set `{set}`: input `{name}` is not a folder: {}", host.display());
+            }
+            self.inputs.push(Tree { host: host.clone(), at: format!("{INPUTS_AT}/{name}") });
+        }
+        for root in &self.set.include {
+            let tree = match root {
+                IncludeRoot::Source(rel) => {
+                    let host = self.src.host.join(rel);
+                    if !host.is_dir() {
+                        bail!("set `{set}`: include root `{rel}` is not a folder of {} ({})", self.src_name, host.display());
+                    }
+                    Tree { host, at: format!("{}/{rel}", self.src.at) }
+                }
+                IncludeRoot::Input(name) => match self.inputs.iter().find(|t| t.at == format!("{INPUTS_AT}/{name}")) {
+                    Some(t) => t.clone(),
+                    None => bail!("set `{set}`: include root `input:{name}` names an input this plan was not given"),
+                },
+            };
+            self.search.push(tree);
+        }
+        Ok(self)
+    }
+
+    /// `-I` flags for the set's include roots.
+    pub fn include_flags(&self) -> Vec<String> {
+        self.search.iter().map(|t| format!("-I{}", t.at)).collect()
     }
 
     /// `header` of kiln's CUDA headers as a forced include, or an error saying
@@ -57,7 +109,7 @@ impl Plan {
         let Some(tree) = &self.cuda_headers else { bail!("the plan has no CUDA headers folder (kernels/cuda) for {header}") };
         let host = tree.host.join(header);
         if !host.is_file() {
-            bail!("kiln's CUDA headers at {} lack {header}", tree.host.display());
+            bail!("set `{}`: kiln's CUDA headers at {} lack {header}", self.set.name, tree.host.display());
         }
         Ok(Input { at: format!("{}/{header}", tree.at), host })
     }
@@ -71,14 +123,14 @@ impl Plan {
     pub fn file(&self, rel: &str, what: &str) -> Result<SourceFile> {
         let host = self.src.host.join(rel);
         if !host.is_file() {
-            bail!("{what}: {} has no {rel}", self.src_name);
+            bail!("set `{}`, {what}: {} has no {rel}", self.set.name, self.src_name);
         }
         Ok(SourceFile { rel: rel.into(), input: Input { at: format!("{}/{rel}", self.src.at), host } })
     }
 
-    /// The sources and the HIP shims: what module jobs read.
-    fn trees(&self) -> [Tree; 2] {
-        [self.src.clone(), self.shims.clone()]
+    /// The sources, the HIP shims and the input trees: what module jobs read.
+    fn trees(&self) -> Vec<Tree> {
+        [self.src.clone(), self.shims.clone()].into_iter().chain(self.inputs.iter().cloned()).collect()
     }
 
     /// Every tree, kiln's CUDA headers too.
@@ -95,15 +147,16 @@ impl Plan {
                 bail!("the HIP shims at {} lack {}", self.shims.host.display(), hip::FORCED_INCLUDE);
             }
             let forced = Input { at: format!("{}/{}", self.shims.at, hip::FORCED_INCLUDE), host: forced };
-            scan::inputs(&trees, &file.input, &[forced], &trees[1..])
+            let search: Vec<Tree> = std::iter::once(self.shims.clone()).chain(self.search.iter().cloned()).collect();
+            scan::inputs(&trees, &file.input, &[forced], &search)
         } else {
-            scan::inputs(&trees, &file.input, &[], &[])
+            scan::inputs(&trees, &file.input, &[], &self.search)
         }
     }
 
     /// Every tree file that compiling `file` with `forced` includes reads (CUDA).
     pub fn scan_forced(&self, file: &SourceFile, forced: &[Input]) -> Result<Vec<Input>> {
-        scan::inputs(&self.all_trees(), &file.input, forced, &[])
+        scan::inputs(&self.all_trees(), &file.input, forced, &self.search)
     }
 
     /// Bytes of source read: a fair guess at how long a compile takes.
@@ -116,19 +169,20 @@ impl Plan {
     }
 }
 
-/// The (module, target) jobs of the pinned modules that `wanted(module,
+/// The (module, target) jobs of the set's modules that `wanted(module,
 /// target)` selects: HSACO per AMD arch, PTX per level, a cubin per sm.
 pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &Target) -> bool) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
-    for module in &pins.candle.modules {
-        let file = || plan.file(&format!("src/{module}.cu"), &format!("module `{module}` (pins.toml candle.modules)"));
-        for target in pins.targets.all().into_iter().filter(|t| wanted(module, t)) {
+    let set = &plan.set;
+    for module in &set.modules {
+        let file = || plan.file(&set.source.module_file(module), &format!("module `{module}`"));
+        for target in set.targets.all().into_iter().filter(|t| wanted(module, t)) {
             jobs.push(match target {
                 Target::Hip(arch) => hip::job(plan, pins, module, &file()?, &arch)?,
-                Target::Ptx(level) => cuda::ptx_job(plan, pins, module, &file()?, level)?,
-                Target::Sass(sm) => match pins.sass_by(sm) {
-                    SassBy::Nvcc => cuda::cubin_job(plan, pins, module, &file()?, sm)?,
-                    SassBy::Ptxas { from } => cuda::ptxas_cubin_job(plan, pins, module, &file()?, sm, from)?,
+                Target::Ptx(level) => cuda::ptx_job(plan, module, &file()?, level)?,
+                Target::Sass(sm) => match pins.sass_by(&set.targets, sm) {
+                    SassBy::Nvcc => cuda::cubin_job(plan, module, &file()?, sm)?,
+                    SassBy::Ptxas { from } => cuda::ptxas_cubin_job(plan, module, &file()?, sm, from)?,
                 },
             });
         }
@@ -138,13 +192,13 @@ pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &Target) -> b
 
 /// The static library's object jobs, in the pinned source order, for the
 /// library's pinned targets narrowed to `sass` and `ptx`.
-pub fn object_jobs(plan: &Plan, pins: &Pins, sass: &[Sm], ptx: &[Sm]) -> Result<Vec<Job>> {
-    let lib = &pins.candle.staticlib;
+pub fn object_jobs(plan: &Plan, sass: &[Sm], ptx: &[Sm]) -> Result<Vec<Job>> {
+    let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
     lib.sources
         .iter()
         .map(|rel| {
-            let file = plan.file(rel, &format!("static library `{}` (pins.toml candle.staticlib)", lib.name))?;
-            cuda::object_job(plan, pins, &lib.name, &file, sass, ptx)
+            let file = plan.file(rel, &format!("static library `{}`", lib.name))?;
+            cuda::object_job(plan, &lib.name, &file, sass, ptx)
         })
         .collect()
 }

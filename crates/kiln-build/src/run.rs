@@ -128,7 +128,7 @@ impl StepIo<'_> {
     /// folder) as `/kiln/job`, its output appended to the step's log.
     pub fn sandboxed(&self, dir: &Path, mounts: &[Mount], argv: &[String]) -> Result<()> {
         let mut mounts = mounts.to_vec();
-        mounts.push(Mount { host: dir.to_path_buf(), at: "/kiln/job", writable: true });
+        mounts.push(Mount { host: dir.to_path_buf(), at: "/kiln/job".into(), writable: true });
         let log = self.dir.join(".command.log");
         let status = self.runner.run(&mounts, "/kiln/job", argv, &log)?;
         let text = fs::read_to_string(&log).unwrap_or_default();
@@ -432,7 +432,7 @@ fn run_node(
         match &node.work {
             Work::Command(job) => {
                 let mut mounts = job.mounts.clone();
-                mounts.push(Mount { host: dir.clone(), at: "/kiln/job", writable: true });
+                mounts.push(Mount { host: dir.clone(), at: "/kiln/job".into(), writable: true });
                 let status = runner.run(&mounts, "/kiln/job", &job.argv, &log)?;
                 if !status.success() {
                     bail!("{} exited with {status}", job.argv[0]);

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 #[derive(Clone, Debug)]
 pub struct Tree {
     pub host: PathBuf,
-    pub at: &'static str,
+    pub at: String,
 }
 
 /// A file a compile reads: its fixed path and where it is on this machine.
@@ -162,7 +162,7 @@ mod tests {
         fs::write(shim.join("cuda_fp16.h"), "#pragma once\n").unwrap();
         fs::write(shim.join("forced.h"), "#include \"cuda_fp16.h\"\n").unwrap();
 
-        let trees = [Tree { host: src.clone(), at: "/kiln/src" }, Tree { host: shim.clone(), at: "/kiln/hip" }];
+        let trees = [Tree { host: src.clone(), at: "/kiln/src".into() }, Tree { host: shim.clone(), at: "/kiln/hip".into() }];
         let main = Input { at: "/kiln/src/main.cu".into(), host: src.join("main.cu") };
         let forced = [Input { at: "/kiln/hip/forced.h".into(), host: shim.join("forced.h") }];
         let found: Vec<String> = inputs(&trees, &main, &forced, &trees[1..]).unwrap().into_iter().map(|i| i.at).collect();

@@ -1,6 +1,7 @@
-//! The kernel sources: a crate from crates.io, fetched by cargo (which checks
-//! the registry's checksum), checked again against the pinned sha256, and
-//! unpacked into the cache. Upstream sources are never copied into the repo.
+//! A kernel set's sources when they are a crate from crates.io: fetched by
+//! cargo (which checks the registry's checksum), checked again against the
+//! pinned sha256, and unpacked into the cache. Upstream sources are never
+//! copied into the repo.
 
 use std::{fs, path::PathBuf};
 
@@ -8,7 +9,9 @@ use anyhow::{bail, Context, Result};
 use kiln_toolchain::{cache::publish_dir, fetch, Cache};
 use xshell::{cmd, Shell};
 
-/// Names a `.crate` file to use instead of fetching one with cargo.
+/// Names `.crate` files (`:`-separated) to use instead of fetching them with
+/// cargo (the Nix build's fixed-output fetches): a crate's is the one whose
+/// file name ends with `<name>-<version>.crate`; other crates are fetched.
 pub const CRATE_ENV: &str = "KILN_CANDLE_CRATE";
 
 /// An unpacked, verified source crate.
@@ -31,7 +34,9 @@ pub fn fetch_crate(cache: &Cache, name: &str, version: &str, sha256: &str, say: 
 
     // A `.crate` handed in (by the Nix build, which fetches it itself) is
     // checked exactly like one cargo fetched.
-    let crate_file = match std::env::var_os(CRATE_ENV).filter(|v| !v.is_empty()) {
+    let handed_in = std::env::var(CRATE_ENV).unwrap_or_default();
+    let ours = handed_in.split(':').find(|f| !f.is_empty() && f.ends_with(&format!("{name}-{version}.crate")));
+    let crate_file = match ours {
         Some(file) => PathBuf::from(file),
         None => cargo_fetch(cache, name, version, say)?,
     };

@@ -35,13 +35,21 @@ fn plans_dir(cache: &Cache) -> PathBuf {
     cache.root().join("plans")
 }
 
-fn record_path(cache: &Cache, checkout: &Path) -> PathBuf {
-    plans_dir(cache).join(format!("{}.json", &fetch::sha256_bytes(checkout.to_string_lossy().as_bytes())[..16]))
+/// One record per checkout and combination of kernel sets (`variant`: empty
+/// for the default sets), so that building an opt-in set alone does not make
+/// the default sets' entries look unused, nor the other way round.
+fn record_path(cache: &Cache, checkout: &Path, variant: &str) -> PathBuf {
+    let mut id = checkout.to_string_lossy().into_owned();
+    if !variant.is_empty() {
+        id.push('#');
+        id.push_str(variant);
+    }
+    plans_dir(cache).join(format!("{}.json", &fetch::sha256_bytes(id.as_bytes())[..16]))
 }
 
-/// Writes this checkout's record (atomically).
-pub fn record(cache: &Cache, rec: &PlanRecord) -> Result<()> {
-    let path = record_path(cache, &rec.checkout);
+/// Writes this checkout's record (atomically) for the sets named by `variant`.
+pub fn record(cache: &Cache, rec: &PlanRecord, variant: &str) -> Result<()> {
+    let path = record_path(cache, &rec.checkout, variant);
     fs::create_dir_all(path.parent().unwrap())?;
     let tmp = path.with_extension(format!("json.{}", std::process::id()));
     fs::write(&tmp, serde_json::to_string_pretty(rec)?)?;

@@ -3,12 +3,16 @@
 //! the same kernels on every target. This is all the checking AMD artifacts
 //! get on machines without AMD GPUs.
 
-use std::{fs, path::PathBuf};
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
 
+use crate::set_manifest::SetManifest;
 use anyhow::{bail, Context, Result};
-use kiln_build::{upstream::SourceCrate, Arch, Built, Failed, Job, Kind, Node};
+use kiln_build::{Arch, Built, Failed, Job, Kind, Node};
 use kiln_manifest::{Artifact, Backend, KernelResources, Manifest, Toolchain};
-use kiln_pins::{Pins, SassBy, Sm, Target};
+use kiln_pins::{KernelSet, Pins, SassBy, Sm, Target, Targets};
 use kiln_toolchain::fetch;
 use kiln_validate::{
     ar,
@@ -77,13 +81,13 @@ fn base(job: &Job, kind: kiln_manifest::Kind, bytes: &[u8], kernels: Vec<String>
     }
 }
 
-/// Validates each module output and describes it for the manifest.
-pub fn artifacts(pins: &Pins, built: &[(Job, Built)]) -> Result<Vec<Collected>> {
+/// Validates each module output (built for `targets`) and describes it for the manifest.
+pub fn artifacts(targets: &Targets, built: &[(Job, Built)]) -> Result<Vec<Collected>> {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for (job, b) in built {
         let bytes = fs::read(&b.path).with_context(|| format!("cannot read {}", b.path.display()))?;
-        match describe(pins, job, &bytes) {
+        match describe(targets, job, &bytes) {
             Ok(artifact) => out.push(Collected { artifact, file: b.path.clone() }),
             Err(e) => problems.push(format!("{job} ({}): {e:#}\n  file: {}", dist_path(job), b.path.display())),
         }
@@ -94,11 +98,11 @@ pub fn artifacts(pins: &Pins, built: &[(Job, Built)]) -> Result<Vec<Collected>> 
     Ok(out)
 }
 
-fn describe(pins: &Pins, job: &Job, bytes: &[u8]) -> Result<Artifact> {
+fn describe(targets: &Targets, job: &Job, bytes: &[u8]) -> Result<Artifact> {
     use kiln_manifest::Kind as K;
     Ok(match (job.kind, job.target()) {
         (Kind::Hsaco, Some(Target::Hip(arch))) => {
-            let h = hsaco::check(bytes, arch.as_str(), arch.mach(), pins.targets.code_object_version)?;
+            let h = hsaco::check(bytes, arch.as_str(), arch.mach(), targets.code_object_version)?;
             let mut a = base(job, K::Hsaco, bytes, h.kernel_names());
             a.resources = h.kernels.into_iter().map(resources).collect();
             a
@@ -132,24 +136,29 @@ fn resources(k: hsaco::KernelResources) -> KernelResources {
     }
 }
 
-/// The Rust file whose `extern "C"` block the static library must satisfy.
-pub const FFI_DECLARATIONS: &str = "src/ffi.rs";
-
-/// Checks the static library (the archive job's output): SASS for every sm
-/// in every object, and every function candle's `ffi` module declares.
-pub fn staticlib(source: &SourceCrate, job: &Job, built: &Built) -> Result<Collected> {
+/// Checks a set's static library (the archive job's output): SASS for every
+/// sm in every object, and every function the set's `ffi` file (in its
+/// sources at `src_root`) declares.
+pub fn staticlib(set: &KernelSet, src_root: &Path, job: &Job, built: &Built) -> Result<Collected> {
     let lib = &job.module;
     let Arch::Fat { sass: sms, ptx } = &job.arch else { unreachable!("{job}: not the static library") };
     let bytes = fs::read(&built.path).with_context(|| format!("cannot read {}", built.path.display()))?;
-    let decl = source.path(FFI_DECLARATIONS);
-    let rust = fs::read_to_string(&decl).with_context(|| format!("cannot read {}", decl.display()))?;
-    let required = ar::extern_fns(&rust);
-    if required.is_empty() {
-        bail!("{} declares no extern \"C\" functions: has candle-kernels' ffi module moved?", decl.display());
-    }
+    let required = match set.staticlib.as_ref().and_then(|l| l.ffi.as_ref()) {
+        Some(ffi) => {
+            let decl = src_root.join(ffi);
+            let rust = fs::read_to_string(&decl).with_context(|| format!("set `{}`: cannot read {}", set.name, decl.display()))?;
+            let required = ar::extern_fns(&rust);
+            if required.is_empty() {
+                bail!("set `{}`: {} declares no extern \"C\" functions: has the source's ffi module moved?", set.name, decl.display());
+            }
+            required
+        }
+        None => Vec::new(),
+    };
     let levels: Vec<u32> = sms.iter().map(|s| s.0).collect();
     let ptx: Vec<u32> = ptx.iter().map(|l| l.0).collect();
-    let a = ar::check(&bytes, &levels, &ptx, &required).with_context(|| format!("static library lib{lib}.a ({}) failed validation", job.arch))?;
+    let a = ar::check(&bytes, &levels, &ptx, &required)
+        .with_context(|| format!("set `{}`: static library lib{lib}.a ({}) failed validation", set.name, job.arch))?;
     // The C ABI surface: what a consumer can call (C++ symbols are internal).
     let exported: Vec<String> = a.functions().into_iter().filter(|f| !f.starts_with("_Z")).collect();
     let artifact = base(job, kiln_manifest::Kind::Staticlib, &bytes, exported);
@@ -163,14 +172,15 @@ pub fn staticlib(source: &SourceCrate, job: &Job, built: &Built) -> Result<Colle
 /// - NVIDIA targets at least the floor PTX's, and a newer arch never fewer
 ///   than an older one (candle gates bf16 kernels on 800, fp8 on 890);
 /// - SASS assembled by the newer ptxas exactly the kernels of the PTX it came from.
-pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
+pub fn compare_kernel_sets(pins: &Pins, set: &KernelSet, collected: &[Collected]) -> Result<()> {
     let mut problems = Vec::new();
-    let mut ascending: Vec<(u32, String)> = pins.targets.cuda_ptx.iter().map(|s| (s.0, s.ptx())).collect();
-    ascending.extend(pins.targets.cuda_sass.iter().map(|s| (s.0, s.sass())));
+    let targets = &set.targets;
+    let mut ascending: Vec<(u32, String)> = targets.cuda_ptx.iter().map(|s| (s.0, s.ptx())).collect();
+    ascending.extend(targets.cuda_sass.iter().map(|s| (s.0, s.sass())));
     ascending.sort();
     let ascending: Vec<String> = ascending.into_iter().map(|(_, t)| t).collect();
     let emulated = Sm(kiln_build::hip::EMULATED_CUDA_ARCH).ptx();
-    for module in &pins.candle.modules {
+    for module in &set.modules {
         let of = |arch: &str| collected.iter().find(|c| &c.artifact.module == module && c.artifact.arch == arch);
         let (mut amd, mut cuda) = (KernelSets::default(), KernelSets::default());
         let (mut first_amd, mut first_cuda) = (None, None);
@@ -188,16 +198,16 @@ pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
                 }
                 None => first,
             };
-            problems.extend(amd.differences(&reference, |_| Rule::Equal).into_iter().map(|d| format!("module {module}: {d}")));
+            problems.extend(amd.differences(&reference, |_| Rule::Equal).into_iter().map(|d| format!("set `{}`, module {module}: {d}", set.name)));
         }
         if let Some(first) = first_cuda {
-            let floor = pins.targets.cuda_ptx[0].ptx();
-            let reference = if of(&floor).is_some() { floor } else { first };
+            let floor = targets.cuda_ptx.first().map(|l| l.ptx());
+            let reference = floor.filter(|f| of(f).is_some()).unwrap_or(first);
             for d in cuda.differences(&reference, |_| Rule::Superset).into_iter().chain(cuda.monotonic(&ascending)) {
-                problems.push(format!("module {module}: {d}"));
+                problems.push(format!("set `{}`, module {module}: {d}", set.name));
             }
-            for &sm in &pins.targets.cuda_sass {
-                let SassBy::Ptxas { from } = pins.sass_by(sm) else { continue };
+            for &sm in &targets.cuda_sass {
+                let SassBy::Ptxas { from } = pins.sass_by(targets, sm) else { continue };
                 if let (Some(c), Some(p)) = (of(&sm.sass()), of(&from.ptx())) {
                     let mut pair = KernelSets::default();
                     pair.add(&from.ptx(), &p.artifact.kernels);
@@ -205,7 +215,7 @@ pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
                     problems.extend(
                         pair.differences(&from.ptx(), |_| Rule::Equal)
                             .into_iter()
-                            .map(|d| format!("module {module}: {d} (assembled from it by ptxas)")),
+                            .map(|d| format!("set `{}`, module {module}: {d} (assembled from it by ptxas)", set.name)),
                     );
                 }
             }
@@ -220,8 +230,8 @@ pub fn compare_kernel_sets(pins: &Pins, collected: &[Collected]) -> Result<()> {
 /// The HIP bundles (built and read back in the graph: [`crate::graph`]) as
 /// artifacts. Every entry exports the same kernels: [`compare_kernel_sets`]
 /// held each module's code objects to the PTX floor's.
-pub fn hip_bundles(pins: &Pins, collected: &[Collected], bundles: &[(String, Built)]) -> Result<Vec<Collected>> {
-    let archs: Vec<String> = pins.targets.hip.iter().map(|a| a.to_string()).collect();
+pub fn hip_bundles(set: &KernelSet, collected: &[Collected], bundles: &[(String, Built)]) -> Result<Vec<Collected>> {
+    let archs: Vec<String> = set.targets.hip.iter().map(|a| a.to_string()).collect();
     let mut out = Vec::new();
     for (module, built) in bundles {
         let first = collected
@@ -246,18 +256,25 @@ pub fn hip_bundles(pins: &Pins, collected: &[Collected], bundles: &[(String, Bui
     Ok(out)
 }
 
-pub fn manifest(pins: &Pins, toolchain: Toolchain, collected: &[Collected]) -> Manifest {
+/// The manifest of one set's artifacts. The set is named only when it is
+/// not the main one (docs/manifest.md); `source_sha256` is the `.crate`'s
+/// for a crate, the folder's listing hash for a folder.
+pub fn manifest(set: &KernelSet, main: bool, source_sha256: &str, toolchain: Toolchain, collected: &[Collected]) -> SetManifest {
     let mut artifacts: Vec<Artifact> = collected.iter().map(|c| c.artifact.clone()).collect();
     artifacts.sort_by(|a, b| a.path.cmp(&b.path));
-    let t = &pins.targets;
-    Manifest {
+    let t = &set.targets;
+    let (source, source_path) = match &set.source {
+        kiln_pins::Source::Crate { name, version, sha256 } => {
+            (kiln_manifest::Source { crate_name: name.clone(), version: version.clone(), sha256: sha256.clone() }, None)
+        }
+        kiln_pins::Source::Folder { path } => {
+            (kiln_manifest::Source { crate_name: String::new(), version: String::new(), sha256: source_sha256.to_string() }, Some(path.clone()))
+        }
+    };
+    let manifest = Manifest {
         schema: kiln_manifest::SCHEMA,
         kiln: env!("CARGO_PKG_VERSION").to_string(),
-        source: kiln_manifest::Source {
-            crate_name: pins.candle.crate_name.clone(),
-            version: pins.candle.version.clone(),
-            sha256: pins.candle.sha256.clone(),
-        },
+        source,
         toolchain,
         targets: kiln_manifest::Targets {
             hip: t.hip.iter().map(|a| a.to_string()).collect(),
@@ -266,5 +283,6 @@ pub fn manifest(pins: &Pins, toolchain: Toolchain, collected: &[Collected]) -> M
             cuda_sass: t.cuda_sass.iter().map(|s| s.sass()).collect(),
         },
         artifacts,
-    }
+    };
+    SetManifest { set: (!main).then(|| set.name.clone()), source_path, manifest }
 }

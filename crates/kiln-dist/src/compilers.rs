@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use kiln_build::store;
 use kiln_manifest::{Package, Toolchain};
-use kiln_pins::{PackagePin, Pins};
+use kiln_pins::{HipArch, PackagePin, Pins};
 use kiln_toolchain::{
     wheel::{self, Tool},
     Cache, Mount, Runner,
@@ -57,7 +57,7 @@ pub fn ptxas(runner: &Runner, cache: &Cache, pins: &Pins) -> Result<Option<Tool>
     let result = (|| -> Result<String> {
         store::link_or_copy(&tool.path, &dir.join("ptxas"))?;
         let log = dir.join("version.log");
-        let mounts = [Mount { host: dir.clone(), at: "/kiln/job", writable: true }];
+        let mounts = [Mount { host: dir.clone(), at: "/kiln/job".into(), writable: true }];
         let status = runner.run(&mounts, "/kiln/job", &["/kiln/job/ptxas".into(), "--version".into()], &log)?;
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if !status.success() {
@@ -82,9 +82,10 @@ pub fn ptxas(runner: &Runner, cache: &Cache, pins: &Pins) -> Result<Option<Tool>
 /// Where ptxas is inside the `nvidia-cuda-nvcc-cu12` wheel.
 pub const PTXAS_MEMBER: &str = "nvidia/cuda_nvcc/bin/ptxas";
 
-/// Checks every compiler against its pin; returns the toolchain's identity
-/// for the manifest (with the pinned ptxas, when the build uses it).
-pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>) -> Result<Toolchain> {
+/// Checks every compiler against its pin, and the device libraries for every
+/// AMD arch of `hip`; returns the toolchain's identity for the manifest (with
+/// the pinned ptxas, when the build uses it).
+pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>, hip_archs: &[HipArch]) -> Result<Toolchain> {
     let t = &pins.toolchain;
     let mut reported = BTreeMap::new();
 
@@ -117,7 +118,7 @@ pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>) -> Result<Toolc
     // fails with "cannot find ROCm device library" (Debian 12's ROCm for gfx11).
     let bitcode = root.join(format!("usr/lib/llvm-{major}/lib/clang/{major}/amdgcn/bitcode"));
     let mut missing = Vec::new();
-    for arch in &pins.targets.hip {
+    for arch in hip_archs {
         let isa = arch.as_str().trim_start_matches("gfx");
         if !bitcode.join(format!("oclc_isa_version_{isa}.bc")).is_file() {
             missing.push(arch.to_string());

@@ -121,6 +121,7 @@ mod tests {
 
     fn job(kind: Kind, arch: &str, module: &str) -> Job {
         Job {
+            set: "candle".into(),
             module: module.into(),
             arch: Arch::One(Target::parse(arch).unwrap()),
             kind,

@@ -19,20 +19,27 @@
 //! tools, the same content cache, the same logs and progress lines. The
 //! crates themselves are generated and `cargo package`d after the graph:
 //! they embed the manifest, and cargo packages the main crate only together
-//! with every part crate it depends on.
+//! with every part crate it depends on. A run of several kernel sets is one
+//! graph: each set adds its own nodes ([`SetNodes`]).
 
 use std::fs;
 
 use anyhow::{Context, Result};
 use kiln_build::{cuda, Job, Kind, Node, Plan, Step, Work};
 use kiln_package::{compress, slices, sources::ToolchainFiles, PAYLOAD_BUDGET};
-use kiln_pins::{HipArch, Pins, Target};
+use kiln_pins::{HipArch, KernelSet, Pins, Target};
 
 use crate::Selection;
 
 /// The nodes, and which is which.
 pub struct Graph<'a> {
     pub nodes: Vec<Node<'a>>,
+    /// Per set built, in the order of the plans given, which nodes are its.
+    pub sets: Vec<SetNodes>,
+}
+
+/// One kernel set's nodes.
+pub struct SetNodes {
     /// The module compiles (HSACO, PTX, cubin), in plan order.
     pub modules: Vec<usize>,
     /// The static library's archive job.
@@ -69,15 +76,20 @@ impl Graph<'_> {
     /// Jobs by what they are, for the opening line.
     pub fn describe(&self) -> String {
         let objects = self.nodes.iter().filter(|n| command(n).is_some_and(|j| j.kind == Kind::Object)).count();
-        let mut s = format!("{} module jobs, {objects} static-library objects", self.modules.len());
-        if self.archive.is_some() {
-            s.push_str(" and their archive");
+        let modules: usize = self.sets.iter().map(|s| s.modules.len()).sum();
+        let archives = self.sets.iter().filter(|s| s.archive.is_some()).count();
+        let bundles: usize = self.sets.iter().map(|s| s.bundles.len()).sum();
+        let mut s = format!("{modules} module jobs, {objects} static-library objects");
+        match archives {
+            0 => {}
+            1 => s.push_str(" and their archive"),
+            n => s.push_str(&format!(" and their {n} archives")),
         }
-        if !self.bundles.is_empty() {
-            s.push_str(&format!(", {} HIP bundles", self.bundles.len()));
+        if bundles > 0 {
+            s.push_str(&format!(", {bundles} HIP bundles"));
         }
-        if self.package.is_some() {
-            let steps = self.nodes.iter().filter(|n| command(n).is_none()).count() - self.bundles.len();
+        if self.sets.iter().any(|s| s.package.is_some()) {
+            let steps = self.nodes.iter().filter(|n| command(n).is_none()).count() - bundles;
             s.push_str(&format!(", {steps} packaging jobs"));
         }
         s
@@ -101,75 +113,92 @@ fn zstd<'a>(label: String, staged: Vec<(String, std::path::PathBuf)>) -> Step<'a
     }
 }
 
-/// Every job a dist run needs: the selected compiles, the static library,
-/// the HIP bundles, and with `package` the crates' payloads.
-pub fn build<'a>(pins: &'a Pins, plan: &'a Plan, selection: &Selection, package: bool, toolchain: &ToolchainFiles) -> Result<Graph<'a>> {
+/// Every job a dist run of `plans` (one per set) needs: the selected
+/// compiles, the static libraries, the HIP bundles, and where `package(set)`
+/// says so, the crates' payloads.
+pub fn build<'a>(
+    pins: &'a Pins,
+    plans: &'a [Plan],
+    selection: &Selection,
+    package: &dyn Fn(&KernelSet) -> bool,
+    toolchain: &ToolchainFiles,
+) -> Result<Graph<'a>> {
     let mut nodes: Vec<Node<'a>> = Vec::new();
-    let mut modules = Vec::new();
-    for job in selection.module_jobs(plan, pins)? {
-        modules.push(nodes.len());
-        nodes.push(Node::command(job));
-    }
-
-    let mut objects = Vec::new();
-    let mut archive = None;
-    if selection.wants_staticlib(pins) {
-        let jobs = selection.object_jobs(plan, pins)?;
-        let mut inputs = Vec::new();
-        let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
-        for job in jobs {
-            inputs.push((nodes.len(), job.output.clone()));
-            objects.push(nodes.len());
+    let mut sets = Vec::new();
+    // One CUDA runtime payload, whichever sets' crates carry it.
+    let mut cudart = None;
+    for plan in plans {
+        let set = &plan.set;
+        let mut modules = Vec::new();
+        for job in selection.module_jobs(plan, pins)? {
+            modules.push(nodes.len());
             nodes.push(Node::command(job));
         }
-        let (sass, ptx) = selection.staticlib_targets(pins);
-        let mut job = cuda::archive_job(plan, &pins.candle.staticlib.name, &sass, &ptx, &members);
-        job.cost = objects.len() as u64;
-        archive = Some(nodes.len());
-        nodes.push(Node { work: Work::Command(job), inputs });
-    }
 
-    // A bundle promises every carried arch: only modules built for all of them get one.
-    let archs = &pins.targets.hip;
-    let mut bundles = Vec::new();
-    if !archs.is_empty() {
-        for module in &pins.candle.modules {
-            let hsaco = |arch: &HipArch| {
-                let target = Target::Hip(arch.clone());
-                let is = |j: &Job| &j.module == module && j.target() == Some(&target);
-                modules.iter().copied().find(|&i| command(&nodes[i]).is_some_and(is)).map(|i| (i, format!("{arch}.hsaco")))
-            };
-            let Some(inputs) = archs.iter().map(hsaco).collect::<Option<Vec<_>>>() else { continue };
-            bundles.push((module.clone(), nodes.len()));
-            nodes.push(Node::step(bundle_step(module, archs.iter().map(|a| a.to_string()).collect()), inputs));
+        let mut objects = Vec::new();
+        let mut archive = None;
+        if let (true, Some(lib)) = (selection.wants_staticlib(set), &set.staticlib) {
+            let jobs = selection.object_jobs(plan)?;
+            let mut inputs = Vec::new();
+            let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
+            for job in jobs {
+                inputs.push((nodes.len(), job.output.clone()));
+                objects.push(nodes.len());
+                nodes.push(Node::command(job));
+            }
+            let (sass, ptx) = selection.staticlib_targets(set);
+            let mut job = cuda::archive_job(plan, &lib.name, &sass, &ptx, &members);
+            job.cost = objects.len() as u64;
+            archive = Some(nodes.len());
+            nodes.push(Node { work: Work::Command(job), inputs });
         }
-    }
 
-    let package = if package {
-        let mut payloads = Vec::new();
-        for i in modules.iter().copied().chain(bundles.iter().map(|(_, i)| *i)) {
-            payloads.push((i, nodes.len()));
-            let label = nodes[i].to_string();
-            nodes.push(Node::step(zstd(label, Vec::new()), vec![(i, "input".into())]));
+        // A bundle promises every carried arch: only modules built for all of them get one.
+        let archs = &set.targets.hip;
+        let mut bundles = Vec::new();
+        if !archs.is_empty() {
+            for module in &set.modules {
+                let hsaco = |arch: &HipArch| {
+                    let target = Target::Hip(arch.clone());
+                    let is = |j: &Job| &j.module == module && j.target() == Some(&target);
+                    modules.iter().copied().find(|&i| command(&nodes[i]).is_some_and(is)).map(|i| (i, format!("{arch}.hsaco")))
+                };
+                let Some(inputs) = archs.iter().map(hsaco).collect::<Option<Vec<_>>>() else { continue };
+                bundles.push((module.clone(), nodes.len()));
+                nodes.push(Node::step(bundle_step(module, archs.iter().map(|a| a.to_string()).collect()), inputs));
+            }
         }
-        let archive = archive.context("packaging needs the static library, and this run does not build it")?;
-        // Each object compressed on its own: the slices are cut by these sizes.
-        let mut inputs = vec![(archive, "library.a".to_string())];
-        for &o in &objects {
-            let name = format!("{}.zst", command(&nodes[o]).expect("an object is a compile").output);
-            let label = nodes[o].to_string();
-            inputs.push((nodes.len(), name));
-            nodes.push(Node::step(zstd(label, Vec::new()), vec![(o, "input".into())]));
-        }
-        let slices = nodes.len();
-        nodes.push(Node::step(slices_step(pins, plan, objects.len() as u64), inputs));
-        let cudart = nodes.len();
-        nodes.push(Node::step(zstd("libcudart_static.a".into(), vec![("input".into(), toolchain.cudart_static.clone())]), Vec::new()));
-        Some(Packaging { payloads, slices, cudart })
-    } else {
-        None
-    };
-    Ok(Graph { nodes, modules, archive, bundles, package })
+
+        let packaging = if package(set) {
+            let mut payloads = Vec::new();
+            for i in modules.iter().copied().chain(bundles.iter().map(|(_, i)| *i)) {
+                payloads.push((i, nodes.len()));
+                let label = nodes[i].to_string();
+                nodes.push(Node::step(zstd(label, Vec::new()), vec![(i, "input".into())]));
+            }
+            let archive =
+                archive.with_context(|| format!("packaging set `{}` needs its static library, and this run does not build it", set.name))?;
+            // Each object compressed on its own: the slices are cut by these sizes.
+            let mut inputs = vec![(archive, "library.a".to_string())];
+            for &o in &objects {
+                let name = format!("{}.zst", command(&nodes[o]).expect("an object is a compile").output);
+                let label = nodes[o].to_string();
+                inputs.push((nodes.len(), name));
+                nodes.push(Node::step(zstd(label, Vec::new()), vec![(o, "input".into())]));
+            }
+            let slices = nodes.len();
+            nodes.push(Node::step(slices_step(plan, objects.len() as u64), inputs));
+            let cudart = *cudart.get_or_insert_with(|| {
+                nodes.push(Node::step(zstd("libcudart_static.a".into(), vec![("input".into(), toolchain.cudart_static.clone())]), Vec::new()));
+                nodes.len() - 1
+            });
+            Some(Packaging { payloads, slices, cudart })
+        } else {
+            None
+        };
+        sets.push(SetNodes { modules, archive, bundles, package: packaging });
+    }
+    Ok(Graph { nodes, sets })
 }
 
 /// One module's code objects for every pinned gfx arch as one clang offload
@@ -201,14 +230,15 @@ fn bundle_step<'a>(module: &str, archs: Vec<String>) -> Step<'a> {
     }
 }
 
-/// The static library cut into the link crates' slices, each archived with
-/// the pinned `ar` in the sandbox and compressed.
-fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
-    let main = pins.artifact_crate.name.clone();
-    let lib = &pins.candle.staticlib;
+/// The set's static library cut into the link crates' slices, each archived
+/// with the pinned `ar` in the sandbox and compressed.
+fn slices_step(plan: &Plan, cost: u64) -> Step<'_> {
+    let set = &plan.set;
+    let main = set.artifact_crate.as_ref().expect("only a packaged set is sliced").name.clone();
+    let lib = set.staticlib.as_ref().expect("only a set with a static library is sliced");
     let ar = cuda::archive_job(plan, "<lib>", &lib.sass, &lib.ptx, &["<members>".to_string()]).argv.join(" ");
     Step {
-        label: format!("slices of lib{}.a", pins.candle.staticlib.name),
+        label: format!("slices of lib{}.a", lib.name),
         output: "slices".into(),
         recipe: format!("static library slices v{} for {main}, budget {PAYLOAD_BUDGET}, `{ar}`, {}", slices::VERSION, compress::recipe()),
         staged: Vec::new(),
@@ -220,11 +250,11 @@ fn slices_step<'a>(pins: &'a Pins, plan: &'a Plan, cost: u64) -> Step<'a> {
                 let z = io.path(&format!("{name}.zst"));
                 Ok(fs::metadata(&z).with_context(|| format!("{name} was not compressed: {} is missing", z.display()))?.len())
             };
-            let archive = |lib: &str, members: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
+            let archive = |name: &str, members: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
                 let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
-                let mut job = cuda::archive_job(plan, lib, &pins.candle.staticlib.sass, &pins.candle.staticlib.ptx, &names);
+                let mut job = cuda::archive_job(plan, name, &lib.sass, &lib.ptx, &names);
                 job.staged = members;
-                let dir = work.join(lib);
+                let dir = work.join(name);
                 fs::create_dir_all(&dir)?;
                 for (name, path) in &job.staged {
                     kiln_build::store::link_or_copy(path, &dir.join(name))?;

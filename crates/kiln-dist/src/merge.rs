@@ -26,7 +26,7 @@ use crate::{
     part::{Part, PartJob},
     prepare,
     shard::ShardPlan,
-    Options, Outcome, Selection,
+    Dist, Options, Selection,
 };
 
 /// Reads every part, naming each folder that is not one.
@@ -94,13 +94,14 @@ pub fn run(
     lock: Option<&Lock>,
     costs_path: &std::path::Path,
     say: &(dyn Fn(String) + Sync),
-) -> Result<Outcome> {
+) -> Result<Dist> {
     let parts = read_parts(dirs)?;
     check_together(&parts)?;
     let first = &parts[0].1;
     let n = first.shard.n;
     // The parts say what was built; this merge builds the same selection.
-    let opts = Options { selection: Selection::new(first.plan.modules.clone(), &first.plan.archs, pins)?, no_compile: true, ..opts.clone() };
+    let opts =
+        Options { selection: Selection::new(first.plan.modules.clone(), &first.plan.archs, &[pins.main_set()])?, no_compile: true, ..opts.clone() };
     output::check(&opts.out)?;
     // The checks need no remote cache; the dist below uses it, if one is given.
     let prepared = prepare(pins, &Options { remote: None, ..opts.clone() }, say)?;
@@ -211,7 +212,8 @@ pub fn run(
         say(format!("  shard {}: {} jobs from {} (Σ {:.0} s of compiling where built)", part.shard, part.jobs.len(), dir.display(), measured));
     }
     drop(prepared);
-    let outcome = crate::run(pins, &opts, say)?;
+    let dist = crate::run(pins, &opts, say)?;
+    let outcome = &dist.sets[0];
     if let Some(lock) = &opts.locked {
         // The whole result, read back from the folder as a consumer gets it.
         let (artifacts, crates) = crate::verify::folder(&outcome.out, lock)?;
@@ -221,5 +223,5 @@ pub fn run(
             crate::lock::FILE_NAME
         ));
     }
-    Ok(outcome)
+    Ok(dist)
 }

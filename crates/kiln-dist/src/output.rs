@@ -55,8 +55,8 @@ impl Drop for Staged {
     }
 }
 
-/// Writes `collected` and the manifest into a fresh folder beside `out`.
-pub fn stage(out: &Path, manifest: &Manifest, collected: &[Collected]) -> Result<Staged> {
+/// Writes `collected` and the manifest (`manifest_json`) into a fresh folder beside `out`.
+pub fn stage(out: &Path, manifest_json: &str, collected: &[Collected]) -> Result<Staged> {
     let staged = Staged::begin(out, OWNER, is_dist)?;
     for c in collected {
         let dest = staged.dir.join(&c.artifact.path);
@@ -64,7 +64,7 @@ pub fn stage(out: &Path, manifest: &Manifest, collected: &[Collected]) -> Result
         // A copy, not a link: nothing done to the dist folder may reach the cache.
         fs::copy(&c.file, &dest).with_context(|| format!("cannot copy {} to {}", c.file.display(), dest.display()))?;
     }
-    fs::write(staged.dir.join(FILE_NAME), manifest.to_json())?;
+    fs::write(staged.dir.join(FILE_NAME), manifest_json)?;
     OWNER.mark(&staged.dir)?;
     Ok(staged)
 }

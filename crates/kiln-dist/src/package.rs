@@ -9,18 +9,18 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use kiln_build::upstream::SourceCrate;
-use kiln_manifest::Manifest;
 use kiln_package::{
     cargo, generate,
     sources::{Sources, ToolchainFiles},
 };
-use kiln_pins::Pins;
+use kiln_pins::{CrateApi, KernelSet};
 use kiln_toolchain::{fetch, Cache, Runner};
+
+use crate::set_manifest::SetManifest;
 
 pub use kiln_package::record::{CrateRecord, CRATES_DIR, CRATES_JSON, SOURCES_DIR};
 
-/// What the graph made for the crates: the compressed payloads and slices.
+/// What the graph made for a set's crates: the compressed payloads and slices.
 pub struct Payloads {
     /// Each artifact's compressed bytes, by its manifest path.
     pub artifacts: BTreeMap<String, PathBuf>,
@@ -30,25 +30,48 @@ pub struct Payloads {
     pub cudart: PathBuf,
 }
 
-/// Generates the crates around the payloads and packages them into
+/// What a set's crates are packaged from, besides the payloads.
+pub struct What<'a> {
+    pub runner: &'a Runner,
+    pub cache: &'a Cache,
+    pub set: &'a KernelSet,
+    /// kiln's repository (the template and the leaf crates' sources).
+    pub kiln: &'a Path,
+    /// The set's verified sources.
+    pub source_root: &'a Path,
+    pub manifest: &'a SetManifest,
+    /// The main crate name and version of the set whose CUDA runtime crate
+    /// this set's parts link (`crate.cudart`); `None`: its own.
+    pub cudart: Option<(String, String)>,
+}
+
+/// Generates the set's crates around the payloads and packages them into
 /// `<staged>/crates/`, or copies them from the cache; returns their records
 /// and the cache key of the set.
-#[allow(clippy::too_many_arguments)]
-pub fn crates(
-    runner: &Runner,
-    cache: &Cache,
-    pins: &Pins,
-    repo: &Path,
-    source: &SourceCrate,
-    manifest: &Manifest,
-    payloads: &Payloads,
-    staged: &Path,
-    say: &(dyn Fn(String) + Sync),
-) -> Result<(Vec<CrateRecord>, String)> {
-    let sources = Sources::in_repo(repo);
+pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String) + Sync)) -> Result<(Vec<CrateRecord>, String)> {
+    let set = w.set;
+    let Some(artifact_crate) = &set.artifact_crate else { bail!("set `{}` has no crate to package", set.name) };
+    let version = set.crate_version().context("a packaged set's source is a crate")?;
+    let (runner, cache) = (w.runner, w.cache);
+    let sources = Sources::in_repo(w.kiln);
     let toolchain = ToolchainFiles::in_sysroot(&runner.sysroot().root);
-    let ffi_rs = source.path(crate::collect::FFI_DECLARATIONS);
-    let key = cache_key(runner, pins, manifest, &sources.trees(), &ffi_rs)?;
+    let ffi = set
+        .staticlib
+        .as_ref()
+        .and_then(|l| l.ffi.as_ref())
+        .with_context(|| format!("set `{}`: its crates need the static library's ffi file", set.name))?;
+    let ffi_rs = w.source_root.join(ffi);
+    let mut key_text = format!("{}\n", w.manifest.to_json());
+    if let Some((name, version)) = &w.cudart {
+        key_text.push_str(&format!("cudart of {name} {version}\n"));
+    }
+    if artifact_crate.api == CrateApi::Upstream {
+        // The drop-in carries upstream's src/ and manifest.
+        for f in list_sorted(&w.source_root.join("src"))?.into_iter().chain([w.source_root.join("Cargo.toml")]) {
+            key_text.push_str(&format!("upstream {} {}\n", f.strip_prefix(w.source_root).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
+        }
+    }
+    let key = cache_key(runner, &artifact_crate.name, &version, &key_text, &sources.trees(), &ffi_rs)?;
     let cached = cache.objects().join("packages").join(&key);
     if cached.join(CRATES_JSON).is_file() {
         match verify_cached(&cached) {
@@ -73,24 +96,37 @@ pub fn crates(
     let work = cache.scratch("crates")?;
     let _cleanup = RemoveOnDrop(work.clone());
     let gen_root = work.join("ws");
+    let manifest_json = w.manifest.to_json();
     let inputs = generate::Inputs {
-        pins,
-        manifest,
+        set,
+        manifest: &w.manifest.manifest,
+        manifest_json: &manifest_json,
         payloads: &payloads.artifacts,
         slices: &payloads.slices,
         cudart_payload: &payloads.cudart,
+        cudart: w.cudart.clone(),
+        source_root: w.source_root,
         ffi_rs: &ffi_rs,
         sources: &sources,
         toolchain: &toolchain,
         kiln_version: env!("CARGO_PKG_VERSION"),
     };
-    say(format!("packaging {} {} crates", pins.artifact_crate.name, pins.crate_version()));
-    let generated = generate::generate(&inputs, &gen_root)?;
+    say(format!("packaging {} {version} crates", artifact_crate.name));
+    let generated = match artifact_crate.api {
+        CrateApi::Kiln => generate::generate(&inputs, &gen_root)?,
+        CrateApi::Upstream => generate::generate_upstream(&inputs, &gen_root)?,
+    };
     let packaged = cargo::package(&gen_root)?;
     let dest = staged.join(CRATES_DIR);
     fs::create_dir_all(&dest)?;
     let mut records = Vec::new();
     for p in &packaged {
+        // Another set's crate (its CUDA runtime's), packaged only for the workspace to resolve.
+        if generated.iter().any(|g| {
+            g.borrowed && p.name.starts_with(&format!("{}-", g.name)) && p.name[g.name.len() + 1..].starts_with(|c: char| c.is_ascii_digit())
+        }) {
+            continue;
+        }
         let info = generated
             .iter()
             .find(|g| p.name.starts_with(&format!("{}-", g.name)) && p.name[g.name.len() + 1..].starts_with(|c: char| c.is_ascii_digit()));
@@ -139,19 +175,17 @@ pub fn verify_cached(dir: &Path) -> Result<Vec<CrateRecord>> {
 }
 
 /// Everything the packaged crates are made from: the manifest (which names
-/// every artifact's sha256), the template and kiln-manifest sources, candle's
-/// `ffi.rs`, the toolchain (static cudart, licence texts), the crate pins.
-fn cache_key(runner: &Runner, pins: &Pins, manifest: &Manifest, trees: &[&Path], ffi: &Path) -> Result<String> {
+/// every artifact's sha256), the template and kiln-manifest sources, the
+/// set's `ffi.rs`, the toolchain (static cudart, licence texts), the crate pins.
+fn cache_key(runner: &Runner, name: &str, version: &str, manifest_json: &str, trees: &[&Path], ffi: &Path) -> Result<String> {
     let mut text = format!(
-        "kiln-package v1\nkiln {}\n{}\ntoolchain {}\ncrate {} {}\nffi {}\n",
+        "kiln-package v1\nkiln {}\n{}\ntoolchain {}\ncrate {name} {version}\nffi {}\n",
         env!("CARGO_PKG_VERSION"),
         kiln_package::compress::recipe(),
         runner.sysroot().identity,
-        pins.artifact_crate.name,
-        pins.crate_version(),
         fetch::sha256_file(ffi)?
     );
-    text.push_str(&manifest.to_json());
+    text.push_str(manifest_json);
     for tree in trees {
         let mut files = Vec::new();
         list_files(tree, &mut files)?;
@@ -161,6 +195,13 @@ fn cache_key(runner: &Runner, pins: &Pins, manifest: &Manifest, trees: &[&Path],
         }
     }
     Ok(fetch::sha256_bytes(text.as_bytes()))
+}
+
+fn list_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    list_files(dir, &mut files)?;
+    files.sort();
+    Ok(files)
 }
 
 fn list_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {

@@ -1,33 +1,34 @@
 //! Which part of the build a run asks for (`--module`, `--arch`): the whole
-//! pinned matrix by default, a slice of it for quick iterations and tests.
+//! pinned matrix of the sets it builds by default, a slice of it for quick
+//! iterations and tests.
 
 use anyhow::{bail, Result};
 use kiln_build::{plan, Job, Kind, Plan};
-use kiln_pins::{Pins, SassBy, Sm, Target};
+use kiln_pins::{KernelSet, Pins, SassBy, Sm, Target};
 
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
-    /// Module names (`affine`, or the static library's `moe`); empty: all.
+    /// Module names (`affine`, or a static library's `moe`); empty: all.
     pub modules: Vec<String>,
-    /// Pinned targets; empty: all of them.
+    /// Targets; empty: all of them.
     pub archs: Vec<Target>,
 }
 
 impl Selection {
-    /// From `--module` and `--arch` values, refusing names that are not in
-    /// the pin file and listing what is.
-    pub fn new(modules: Vec<String>, archs: &[String], pins: &Pins) -> Result<Selection> {
-        let pinned = known_targets(pins);
-        let known = || pinned.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+    /// From `--module` and `--arch` values, refusing names that none of
+    /// `sets` has and listing what they have.
+    pub fn new(modules: Vec<String>, archs: &[String], sets: &[&KernelSet]) -> Result<Selection> {
+        let known = known_targets(sets);
+        let list = || known.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
         let archs = archs
             .iter()
             .map(|a| match Target::parse(a) {
-                Ok(t) if pinned.contains(&t) => Ok(t),
-                _ => bail!("unknown arch `{a}` (--arch); pins.toml [targets] has: {}", known()),
+                Ok(t) if known.contains(&t) => Ok(t),
+                _ => bail!("unknown arch `{a}` (--arch); the sets built ({}) have: {}", names(sets), list()),
             })
             .collect::<Result<Vec<_>>>()?;
         let s = Selection { modules, archs };
-        s.check(pins)?;
+        s.check(sets)?;
         Ok(s)
     }
 
@@ -35,26 +36,27 @@ impl Selection {
         self.modules.is_empty() && self.archs.is_empty()
     }
 
-    /// Refuses module names that are not in the pin file, listing what is,
+    /// Refuses module names that none of `sets` has, listing what they have,
     /// and a pair of lists that selects nothing.
-    pub fn check(&self, pins: &Pins) -> Result<()> {
-        let modules = known_modules(pins);
+    pub fn check(&self, sets: &[&KernelSet]) -> Result<()> {
+        let modules = known_modules(sets);
         for m in &self.modules {
             if !modules.contains(m) {
-                bail!("unknown module `{m}` (--module); pins.toml has: {}", modules.join(", "));
+                bail!("unknown module `{m}` (--module); the sets built ({}) have: {}", names(sets), modules.join(", "));
             }
         }
-        if !self.modules.is_empty() && !self.archs.is_empty() && self.module_jobs_possible(pins) == 0 && !self.wants_staticlib(pins) {
+        if !self.modules.is_empty() && !self.archs.is_empty() && !sets.iter().any(|s| self.builds(s)) {
             let archs: Vec<String> = self.archs.iter().map(|t| t.to_string()).collect();
             bail!("--module {} with --arch {} selects nothing to build", self.modules.join(","), archs.join(","));
         }
         Ok(())
     }
 
-    fn module_jobs_possible(&self, pins: &Pins) -> usize {
-        let m = pins.candle.modules.iter().filter(|m| self.module(m)).count();
-        let a = pins.targets.all().iter().filter(|t| self.arch(t)).count();
-        m * a
+    /// Whether the selection builds anything of `set`.
+    pub fn builds(&self, set: &KernelSet) -> bool {
+        let modules = set.modules.iter().filter(|m| self.module(m)).count();
+        let archs = set.targets.all().iter().filter(|t| self.arch(t)).count();
+        modules * archs > 0 || self.wants_staticlib(set)
     }
 
     fn module(&self, m: &str) -> bool {
@@ -69,28 +71,30 @@ impl Selection {
     }
 
     /// Whether a selected sm's SASS comes from the pinned newer ptxas.
-    pub fn needs_ptxas(&self, pins: &Pins) -> bool {
-        let modules = pins.candle.modules.iter().any(|m| self.module(m));
-        modules && pins.targets.cuda_sass.iter().any(|&s| self.arch(&Target::Sass(s)) && matches!(pins.sass_by(s), SassBy::Ptxas { .. }))
+    pub fn needs_ptxas(&self, pins: &Pins, set: &KernelSet) -> bool {
+        let modules = set.modules.iter().any(|m| self.module(m));
+        let t = &set.targets;
+        modules && t.cuda_sass.iter().any(|&s| self.arch(&Target::Sass(s)) && matches!(pins.sass_by(t, s), SassBy::Ptxas { .. }))
     }
 
-    /// The static library's pinned sms and PTX levels that the selection
+    /// The set's static library's sms and PTX levels that the selection
     /// names (all of them by default).
-    pub fn staticlib_targets(&self, pins: &Pins) -> (Vec<Sm>, Vec<Sm>) {
-        let lib = &pins.candle.staticlib;
+    pub fn staticlib_targets(&self, set: &KernelSet) -> (Vec<Sm>, Vec<Sm>) {
+        let Some(lib) = &set.staticlib else { return (Vec::new(), Vec::new()) };
         let sass = lib.sass.iter().copied().filter(|&s| self.arch(&Target::Sass(s))).collect();
         let ptx = lib.ptx.iter().copied().filter(|&l| self.arch(&Target::Ptx(l))).collect();
         (sass, ptx)
     }
 
-    pub fn wants_staticlib(&self, pins: &Pins) -> bool {
-        let (sass, ptx) = self.staticlib_targets(pins);
-        self.module(&pins.candle.staticlib.name) && !(sass.is_empty() && ptx.is_empty())
+    pub fn wants_staticlib(&self, set: &KernelSet) -> bool {
+        let Some(lib) = &set.staticlib else { return false };
+        let (sass, ptx) = self.staticlib_targets(set);
+        self.module(&lib.name) && !(sass.is_empty() && ptx.is_empty())
     }
 
-    pub fn object_jobs(&self, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
-        let (sass, ptx) = self.staticlib_targets(pins);
-        let jobs = plan::object_jobs(plan, pins, &sass, &ptx)?;
+    pub fn object_jobs(&self, plan: &Plan) -> Result<Vec<Job>> {
+        let (sass, ptx) = self.staticlib_targets(&plan.set);
+        let jobs = plan::object_jobs(plan, &sass, &ptx)?;
         debug_assert!(jobs.iter().all(|j| j.kind == Kind::Object));
         Ok(jobs)
     }
@@ -109,19 +113,25 @@ impl Selection {
     }
 }
 
-pub fn known_modules(pins: &Pins) -> Vec<String> {
-    let mut v = pins.candle.modules.clone();
-    v.push(pins.candle.staticlib.name.clone());
-    v
+fn names(sets: &[&KernelSet]) -> String {
+    sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-/// Every target `--arch` may name: the modules' and the static library's own
-/// PTX levels (compute_90).
-pub fn known_targets(pins: &Pins) -> Vec<Target> {
-    let mut v = pins.targets.all();
-    for &l in &pins.candle.staticlib.ptx {
-        if !v.contains(&Target::Ptx(l)) {
-            v.push(Target::Ptx(l));
+/// Every module and static library of `sets`: what `--module` may name.
+pub fn known_modules(sets: &[&KernelSet]) -> Vec<String> {
+    sets.iter().flat_map(|s| s.module_names()).collect()
+}
+
+/// Every target `--arch` may name: the sets' targets and their static
+/// libraries' own sms and PTX levels (candle's compute_90).
+pub fn known_targets(sets: &[&KernelSet]) -> Vec<Target> {
+    let mut v: Vec<Target> = Vec::new();
+    for s in sets {
+        let lib = s.staticlib.iter().flat_map(|l| l.sass.iter().map(|&x| Target::Sass(x)).chain(l.ptx.iter().map(|&x| Target::Ptx(x))));
+        for t in s.targets.all().into_iter().chain(lib) {
+            if !v.contains(&t) {
+                v.push(t);
+            }
         }
     }
     v

@@ -47,11 +47,16 @@ pub fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
     jobs.iter().map(|j| j.recipe(toolchain, &hashes).with_context(|| format!("cannot hash the inputs of {j}"))).collect()
 }
 
-/// The identity of the plan `jobs` (with `keys`) of `selection` under `pins`.
-pub fn identity(pins: &Pins, opts: &Options, toolchain: &str, jobs: &[Job], keys: &[String], costs_text: &[u8]) -> PlanIdentity {
-    let c = &pins.candle;
-    let source = format!("{} {} {}", c.crate_name, c.version, c.sha256);
-    let targets: Vec<String> = crate::select::known_targets(pins).iter().map(|t| t.to_string()).collect();
+/// The identity of the plan `jobs` (with `keys`) of `selection` under `pins`
+/// (the main set's, whose sources have `source_sha256`).
+pub fn identity(pins: &Pins, opts: &Options, source_sha256: &str, toolchain: &str, jobs: &[Job], keys: &[String], costs_text: &[u8]) -> PlanIdentity {
+    let set = pins.main_set();
+    // As the lock's `source` line writes it (a crate: name version sha256; a folder: path sha256).
+    let source = match &set.source {
+        kiln_pins::Source::Crate { name, version, sha256 } => format!("{name} {version} {sha256}"),
+        kiln_pins::Source::Folder { path } => format!("{path} {source_sha256}"),
+    };
+    let targets: Vec<String> = crate::select::known_targets(&[set]).iter().map(|t| t.to_string()).collect();
     let costs = if costs_text.is_empty() { String::new() } else { fetch::sha256_bytes(costs_text) };
     // `--module a --module b` and `--module b --module a` select the same jobs.
     let sorted = |v: &[String]| -> Vec<String> {
@@ -105,7 +110,7 @@ impl ShardPlan {
         let keys: Vec<String> = recipes.iter().map(|r| Job::key(r)).collect();
         let labels: Vec<String> = jobs.iter().map(costs::label).collect();
         let cost_ms = costs.estimate(&jobs);
-        let identity = identity(pins, opts, &p.runner.sysroot().identity, &jobs, &keys, &costs_text);
+        let identity = identity(pins, opts, &p.source.sha256, &p.runner.sysroot().identity, &jobs, &keys, &costs_text);
         Ok(ShardPlan { jobs, n_modules, recipes, keys, labels, cost_ms, identity })
     }
 
@@ -132,7 +137,7 @@ fn dist_path(job: &Job) -> Option<String> {
 /// whole at the end (or left as it was on any failure).
 pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dyn Fn(String) + Sync)) -> Result<PartOutcome> {
     let start = std::time::Instant::now();
-    opts.selection.check(pins)?;
+    opts.selection.check(&[pins.main_set()])?;
     part::check_out(&opts.out)?;
     output::remove_stale_siblings(&opts.out);
     let prepared = prepare(pins, opts, say)?;
@@ -154,7 +159,7 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
         prepared.cache.root().display()
     ));
 
-    let Prepared { cache, runner, toolchain, .. } = prepared;
+    let Prepared { cache, runner, toolchain, source, .. } = prepared;
     let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, no_compile: opts.no_compile, ..Default::default() };
     let nodes: Vec<Node> = jobs.iter().cloned().map(Node::command).collect();
     let results = run_graph(&runner, &cache, &nodes, &run_opts, say);
@@ -167,9 +172,10 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
     // Every module artifact is read back here already: a bad one fails this
     // shard, on the machine that built it, not the merge.
     let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind != Kind::Object).cloned().collect();
-    let collected = collect::artifacts(pins, &modules)?;
+    let set = pins.main_set();
+    let collected = collect::artifacts(&set.targets, &modules)?;
     if let Some(lock) = &opts.locked {
-        let m = collect::manifest(pins, toolchain, &collected);
+        let m = collect::manifest(set, true, &source.sha256, toolchain, &collected);
         let diff = lock.differences(&m, false);
         if !diff.is_empty() {
             bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), crate::lock::FILE_NAME, diff.join("\n  "));

@@ -5,16 +5,16 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use kiln_manifest::Manifest;
 use kiln_toolchain::fetch;
 
-use crate::{lock::Lock, package};
+use crate::{lock::Lock, package, set_manifest::SetManifest};
 
 /// Checks `dist`: how many artifacts and crates it holds, or every problem found.
 pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
     let mpath = dist.join(kiln_manifest::FILE_NAME);
     let text = std::fs::read_to_string(&mpath).with_context(|| format!("cannot read {}: run `cargo xtask dist` first", mpath.display()))?;
-    let m = Manifest::from_json(&text, &mpath.display().to_string())?;
+    let written = SetManifest::from_json(&text, &mpath.display().to_string())?;
+    let m = &written.manifest;
     let mut problems = Vec::new();
     for a in &m.artifacts {
         match fetch::sha256_file(&dist.join(&a.path)) {
@@ -24,7 +24,7 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
         }
     }
     let complete = m.artifacts.len() >= lock.artifacts.len();
-    problems.extend(lock.differences(&m, complete));
+    problems.extend(lock.differences(&written, complete));
     let mut n = 0;
     let crates = dist.join(package::CRATES_DIR);
     if crates.join(package::CRATES_JSON).is_file() {

@@ -47,7 +47,7 @@ impl Work {
 
     /// Runs a pinned tool in the sandbox with the work folder at /kiln/job; returns stdout.
     fn run(&self, argv: &[&str]) -> String {
-        let mounts = [Mount { host: self.dir.clone(), at: "/kiln/job", writable: true }];
+        let mounts = [Mount { host: self.dir.clone(), at: "/kiln/job".into(), writable: true }];
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
         let out = self.runner.command(&mounts, "/kiln/job", &argv).output().unwrap();
         assert!(out.status.success(), "{argv:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));

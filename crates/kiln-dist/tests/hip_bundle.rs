@@ -30,7 +30,7 @@ fn bundles_match_clang_offload_bundler_byte_for_byte() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     // The probe compiled exactly as dist compiles a module (kiln-build's HIP job), into a scratch cache.
-    let plan = kiln_build::Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip"));
+    let plan = kiln_build::Plan::new(pins.main_set(), repo().join("kernels/probe"), repo().join("kernels/hip"));
     let file = plan.file("probe.cu", "the probe").unwrap();
     // Given unsorted on purpose; the bundle (and LLVM's -targets) order them by id.
     let archs = ["gfx90a", "gfx1100", "gfx1030"];

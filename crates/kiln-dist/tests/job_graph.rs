@@ -53,10 +53,10 @@ fn steps_run_on_their_inputs_and_a_failure_stops_only_what_reads_it() {
     let (pins, runner) = toolchain();
     let dir = temp("fail");
     let cache = Cache::at(dir.join("cache")).unwrap();
-    let plan = Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip"));
+    let plan = Plan::new(pins.main_set(), repo().join("kernels/probe"), repo().join("kernels/hip"));
     let file = plan.file("probe.cu", "the probe").unwrap();
     let nodes = vec![
-        Node::command(cuda::cubin_job(&plan, &pins, "probe", &file, Sm(90)).unwrap()),
+        Node::command(cuda::cubin_job(&plan, "probe", &file, Sm(90)).unwrap()),
         Node::step(count("count the cubin"), vec![(0, "in".into())]),
         Node::step(
             Step {
@@ -124,11 +124,11 @@ fn work_that_finishes_something_goes_before_more_compiles() {
     let (pins, runner) = toolchain();
     let dir = temp("order");
     let cache = Cache::at(dir.join("cache")).unwrap();
-    let plan = Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip"));
+    let plan = Plan::new(pins.main_set(), repo().join("kernels/probe"), repo().join("kernels/hip"));
     let file = plan.file("probe.cu", "the probe").unwrap();
-    let mut first = cuda::cubin_job(&plan, &pins, "probe", &file, Sm(90)).unwrap();
+    let mut first = cuda::cubin_job(&plan, "probe", &file, Sm(90)).unwrap();
     first.cost = 100;
-    let mut second = cuda::ptx_job(&plan, &pins, "probe", &file, pins.targets.cuda_ptx[0]).unwrap();
+    let mut second = cuda::ptx_job(&plan, "probe", &file, pins.targets.cuda_ptx[0]).unwrap();
     second.cost = 10;
     let nodes = vec![Node::command(second), Node::command(first), Node::step(count("count the cubin"), vec![(1, "in".into())])];
     let said = Mutex::new(Vec::new());
@@ -147,11 +147,11 @@ fn the_archive_job_reads_its_objects_from_the_graph() {
     let (pins, runner) = toolchain();
     let dir = temp("archive");
     let cache = Cache::at(dir.join("cache")).unwrap();
-    let plan = Plan::new(repo().join("kernels/probe"), "probe".into(), repo().join("kernels/hip")).with_cuda_headers(repo().join("kernels/cuda"));
+    let plan = Plan::new(pins.main_set(), repo().join("kernels/probe"), repo().join("kernels/hip")).with_cuda_headers(repo().join("kernels/cuda"));
     let file = plan.file("probe.cu", "the probe").unwrap();
     // The static library's own sms: every one is within the pinned nvcc's reach.
-    let lib_sms = &pins.candle.staticlib.sass;
-    let object = cuda::object_job(&plan, &pins, "probelib", &file, lib_sms, &[]).unwrap();
+    let lib_sms = &pins.main_set().staticlib.as_ref().unwrap().sass;
+    let object = cuda::object_job(&plan, "probelib", &file, lib_sms, &[]).unwrap();
     let name = object.output.clone();
     let archive = cuda::archive_job(&plan, "probelib", lib_sms, &[], std::slice::from_ref(&name));
     let nodes = vec![Node::command(object), Node { work: kiln_build::Work::Command(archive), inputs: vec![(0, name.clone())] }];

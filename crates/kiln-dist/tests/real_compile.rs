@@ -49,14 +49,14 @@ fn probe_jobs(pins: &Pins, plan: &Plan) -> Vec<Job> {
     vec![
         hip::job(plan, pins, "probe", &file, &HipArch::parse("gfx90a").unwrap()).unwrap(),
         hip::job(plan, pins, "probe", &file, &HipArch::parse("gfx1100").unwrap()).unwrap(),
-        cuda::ptx_job(plan, pins, "probe", &file, pins.targets.cuda_ptx[0]).unwrap(),
-        cuda::cubin_job(plan, pins, "probe", &file, Sm(90)).unwrap(),
+        cuda::ptx_job(plan, "probe", &file, pins.targets.cuda_ptx[0]).unwrap(),
+        cuda::cubin_job(plan, "probe", &file, Sm(90)).unwrap(),
     ]
 }
 
 /// Builds the probe from `src` (a copy of kernels/probe) and `shims` into `cache`.
 fn build(runner: &Runner, pins: &Pins, src: &Path, shims: &Path, cache: &Cache) -> Vec<(Job, kiln_build::Built)> {
-    let plan = Plan::new(src.to_path_buf(), "probe".into(), shims.to_path_buf());
+    let plan = Plan::new(pins.main_set(), src.to_path_buf(), shims.to_path_buf());
     let jobs = probe_jobs(pins, &plan);
     let results = run_all(runner, cache, &jobs, &kiln_build::Options { workers: 2, ..Default::default() }, &|l| eprintln!("{l}"));
     let out: Vec<_> = jobs.into_iter().zip(results).map(|(j, r)| (j, r.unwrap_or_else(|f| panic!("{f}")))).collect();
@@ -143,7 +143,7 @@ fn a_compile_error_names_the_job_and_keeps_its_log() {
     fs::create_dir_all(dir.join("src")).unwrap();
     fs::write(dir.join("src/probe.cu"), "extern \"C\" __global__ void broken(float *x) { x[0] = undefined_name; }\n").unwrap();
     let cache = Cache::at(dir.join("cache")).unwrap();
-    let plan = Plan::new(dir.join("src"), "broken".into(), repo().join("kernels/hip"));
+    let plan = Plan::new(pins.main_set(), dir.join("src"), repo().join("kernels/hip"));
     let jobs = probe_jobs(&pins, &plan);
     let results = run_all(&runner, &cache, &jobs, &kiln_build::Options { workers: 2, ..Default::default() }, &|_| {});
     for (job, r) in jobs.iter().zip(results) {
@@ -195,7 +195,7 @@ fn a_damaged_cache_entry_is_moved_aside_and_rebuilt_never_used() {
     fs::write(&victim.path, &bytes).unwrap();
 
     let said = std::sync::Mutex::new(Vec::new());
-    let plan = Plan::new(src.clone(), "probe".into(), repo().join("kernels/hip"));
+    let plan = Plan::new(pins.main_set(), src.clone(), repo().join("kernels/hip"));
     let jobs = probe_jobs(&pins, &plan);
     let results = run_all(&runner, &cache, &jobs, &kiln_build::Options { workers: 2, ..Default::default() }, &|l| said.lock().unwrap().push(l));
     let again: Vec<_> = results.into_iter().map(|r| r.unwrap()).collect();
@@ -241,13 +241,13 @@ fn cache_verify_finds_damage_and_gc_keeps_only_what_a_recorded_plan_uses() {
     // With a record keeping one entry, the others go, and only they.
     let (kept, gone) = (&built[1].1, &built[2].1);
     let rec = PlanRecord { checkout: repo(), keys: vec![kept.key.clone()], ..Default::default() };
-    cache_admin::record(&cache, &rec).unwrap();
+    cache_admin::record(&cache, &rec, "").unwrap();
     let freed = cache_admin::gc(&cache).unwrap();
     assert!(kept.path.exists() && !gone.path.exists(), "{:?}", freed.items);
     assert!(freed.bytes() > 0 && freed.items.iter().any(|(what, _)| what.contains(&gone.key)));
     // A record whose checkout is gone no longer keeps anything.
     let stale = PlanRecord { checkout: dir.join("deleted-checkout"), keys: vec![kept.key.clone()], ..Default::default() };
-    cache_admin::record(&cache, &stale).unwrap();
+    cache_admin::record(&cache, &stale, "").unwrap();
     let freed = cache_admin::gc(&cache).unwrap();
     assert!(freed.items.iter().any(|(what, _)| what.contains("checkout gone")), "{:?}", freed.items);
     assert!(kept.path.exists(), "the live record still keeps its entry");

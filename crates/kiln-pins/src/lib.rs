@@ -1,6 +1,6 @@
 //! kiln's pin file (`pins.toml`): the one source of truth for what kiln
-//! downloads (the candle-kernels crate, the toolchain's Debian packages) and
-//! what it builds (modules, GPU targets, flags).
+//! downloads (the kernel sets' sources, the toolchain's Debian packages) and
+//! what it builds (each set's modules and static library, GPU targets, flags).
 //!
 //! [`Pins::load`] parses and checks the file; every problem comes back as a
 //! [`PinError`] naming `file:line:column`. The flake and the container recipes
@@ -11,6 +11,7 @@ mod containers;
 mod error;
 mod raw;
 mod reach;
+mod sets;
 
 use std::{
     collections::BTreeMap,
@@ -20,7 +21,9 @@ use std::{
 pub use arch::{HipArch, Sm, Target};
 pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerImage, RustComponent};
 pub use error::PinError;
+pub use raw::SCHEMA;
 pub use reach::{cuda_version, SassBy};
+pub use sets::{ArtifactCrate, CrateApi, IncludeRoot, KernelSet, Source, StaticLib, TreeInput};
 
 /// The pin file kiln uses when none is named: `pins.toml` at the repository root.
 pub const FILE_NAME: &str = "pins.toml";
@@ -29,52 +32,32 @@ pub const FILE_NAME: &str = "pins.toml";
 pub struct Pins {
     /// Where the pins were read from (for messages).
     pub file: PathBuf,
-    pub candle: Candle,
+    /// The kernel sets, in file order: the first is the main set.
+    pub sets: Vec<KernelSet>,
+    /// The default targets and flags of every set.
     pub targets: Targets,
     pub flags: Flags,
-    pub artifact_crate: ArtifactCrate,
     pub toolchain: Toolchain,
     /// The container images (`[containers]`); optional so that pin files
     /// written before it existed still load for everything else.
     pub containers: Option<Containers>,
 }
 
-/// The kernel-artifact crates `cargo xtask dist` packages.
-#[derive(Clone, Debug)]
-pub struct ArtifactCrate {
-    /// The main crate's name; its part crates are named `<name>-<part>`.
-    pub name: String,
-    /// Bumped to publish new artifacts for the same candle version.
-    pub revision: u32,
-}
-
 impl Pins {
-    /// `0.11.1+kiln.1`: the candle version carried, plus the artifact revision
-    /// as build metadata, so that `^0.11.1` requirements still match it.
-    pub fn crate_version(&self) -> String {
-        format!("{}+kiln.{}", self.candle.version, self.artifact_crate.revision)
+    /// The pin file's first set: its dist folder is `--out`, its lock
+    /// `artifacts.lock`, and its manifest names no set.
+    pub fn main_set(&self) -> &KernelSet {
+        &self.sets[0]
     }
-}
 
-#[derive(Clone, Debug)]
-pub struct Candle {
-    pub crate_name: String,
-    pub version: String,
-    /// sha256 of the `.crate` file.
-    pub sha256: String,
-    pub modules: Vec<String>,
-    pub staticlib: StaticLib,
-}
+    pub fn set(&self, name: &str) -> Option<&KernelSet> {
+        self.sets.iter().find(|s| s.name == name)
+    }
 
-#[derive(Clone, Debug)]
-pub struct StaticLib {
-    pub name: String,
-    /// Paths relative to the crate root.
-    pub sources: Vec<String>,
-    /// The sms every object's fatbin carries SASS for (one nvcc call per object).
-    pub sass: Vec<Sm>,
-    /// PTX levels every object's fatbin carries, for GPUs without that SASS.
-    pub ptx: Vec<Sm>,
+    /// The sets a plain `cargo xtask dist` builds.
+    pub fn default_sets(&self) -> impl Iterator<Item = &KernelSet> {
+        self.sets.iter().filter(|s| s.default)
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -9,7 +9,8 @@ use toml::Spanned;
 use crate::{
     arch::{HipArch, Sm},
     error::PinError,
-    ArtifactCrate, Candle, Closure, Deb, Flags, PackagePin, Pins, StaticLib, Targets, Toolchain, WheelPin,
+    sets::RawSet,
+    Closure, Deb, Flags, PackagePin, Pins, Targets, Toolchain, WheelPin,
 };
 
 type S<T> = Spanned<T>;
@@ -18,41 +19,11 @@ type S<T> = Spanned<T>;
 #[serde(deny_unknown_fields)]
 struct RawPins {
     schema: S<u32>,
-    candle: RawCandle,
+    sets: BTreeMap<S<String>, S<RawSet>>,
     targets: RawTargets,
     flags: RawFlags,
-    #[serde(rename = "crate")]
-    artifact_crate: RawArtifactCrate,
     toolchain: RawToolchain,
     containers: Option<crate::containers::RawContainers>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawArtifactCrate {
-    name: S<String>,
-    revision: S<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCandle {
-    #[serde(rename = "crate")]
-    crate_name: String,
-    version: String,
-    sha256: S<String>,
-    modules: S<Vec<S<String>>>,
-    staticlib: RawStaticLib,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawStaticLib {
-    name: S<String>,
-    sources: Vec<S<String>>,
-    sass: Vec<S<String>>,
-    #[serde(default)]
-    ptx: Vec<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -102,11 +73,11 @@ struct RawPackagePin {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawWheelPin {
-    pypi: String,
-    version: String,
-    url: S<String>,
-    sha256: S<String>,
+pub(crate) struct RawWheelPin {
+    pub(crate) pypi: String,
+    pub(crate) version: String,
+    pub(crate) url: S<String>,
+    pub(crate) sha256: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -144,28 +115,43 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
     })?;
     let cx = Ctx { file, text };
 
-    if *raw.schema.get_ref() != 1 {
-        return Err(cx.err(&raw.schema, format!("unsupported schema {}; this kiln reads schema 1", raw.schema.get_ref())));
+    match *raw.schema.get_ref() {
+        SCHEMA => {}
+        1 => {
+            return Err(cx
+                .err(&raw.schema, "schema 1 (one `[candle]` table and `[crate]`) is no longer read; this kiln reads schema 2")
+                .help("move [candle] into [sets.candle] and [crate] into [sets.candle.crate] (docs/kernel-sets.md)"))
+        }
+        n => return Err(cx.err(&raw.schema, format!("unsupported schema {n}; this kiln reads schema {SCHEMA}"))),
     }
 
-    let (candle, lib_targets) = check_candle(&cx, raw.candle)?;
     let targets = check_targets(&cx, raw.targets)?;
-    let flags = check_flags(&cx, raw.flags, &candle.modules)?;
     let toolchain = check_toolchain(&cx, raw.toolchain)?;
-    crate::reach::check(&cx, &targets, &candle.staticlib, &lib_targets, &toolchain)?;
-    let name = raw.artifact_crate.name.get_ref();
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') || name.starts_with('-') {
-        return Err(cx.err(&raw.artifact_crate.name, format!("`{name}` is not a crate name (lowercase letters, digits and `-`)")));
-    }
-    if *raw.artifact_crate.revision.get_ref() == 0 {
-        return Err(cx.err(&raw.artifact_crate.revision, "crate.revision starts at 1"));
-    }
-    let artifact_crate = ArtifactCrate { name: name.clone(), revision: *raw.artifact_crate.revision.get_ref() };
+    crate::reach::check_targets(&cx, &targets, &toolchain, "targets")?;
+    let flags =
+        Flags { cuda: raw.flags.cuda, cuda_staticlib: raw.flags.cuda_staticlib, hip: raw.flags.hip, hip_max_threads_per_block: BTreeMap::new() };
+    let bounds = raw.flags.hip_max_threads_per_block;
+    let mut flags = flags;
+    flags.hip_max_threads_per_block = bounds.iter().map(|(m, b)| (m.get_ref().clone(), *b.get_ref())).collect();
+    let sets = crate::sets::check_sets(&cx, raw.sets, &targets, &flags, &bounds, &toolchain)?;
     let containers = match raw.containers {
         Some(c) => Some(crate::containers::check(&cx, c, &toolchain)?),
         None => None,
     };
-    Ok(Pins { file: file.clone(), candle, targets, flags, artifact_crate, toolchain, containers })
+    Ok(Pins { file: file.clone(), sets, targets, flags, toolchain, containers })
+}
+
+/// The pin-file schema this kiln reads.
+pub const SCHEMA: u32 = 2;
+
+/// A wheel pin: an https:// URL of a `.whl` and its sha256.
+pub(crate) fn check_wheel(cx: &Ctx, w: RawWheelPin, what: &str) -> Result<WheelPin, PinError> {
+    let sha256 = check_sha256(cx, &w.sha256)?;
+    let url = w.url.get_ref().clone();
+    if !url.starts_with("https://") || !url.ends_with(".whl") {
+        return Err(cx.err(&w.url, format!("`{url}` is not an https:// URL of a wheel (.whl) ({what})")));
+    }
+    Ok(WheelPin { package: w.pypi, version: w.version, url, sha256 })
 }
 
 pub(crate) fn check_sha256(cx: &Ctx, value: &S<String>) -> Result<String, PinError> {
@@ -176,7 +162,7 @@ pub(crate) fn check_sha256(cx: &Ctx, value: &S<String>) -> Result<String, PinErr
     Ok(v.clone())
 }
 
-fn unique<T: Clone + PartialEq + std::fmt::Debug>(
+pub(crate) fn unique<T: Clone + PartialEq + std::fmt::Debug>(
     cx: &Ctx,
     items: &[S<String>],
     what: &str,
@@ -202,64 +188,81 @@ pub(crate) struct LibTargets {
     pub(crate) ptx: Vec<S<String>>,
 }
 
-fn check_candle(cx: &Ctx, raw: RawCandle) -> Result<(Candle, LibTargets), PinError> {
-    let sha256 = check_sha256(cx, &raw.sha256)?;
-    let modules = unique(cx, raw.modules.get_ref(), "candle.modules", |m| {
-        if !m.is_empty() && m.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-            Ok(m.to_string())
-        } else {
-            Err(format!("`{m}` is not a module name (src/<name>.cu, lowercase)"))
-        }
-    })?;
-    let sources = unique(cx, &raw.staticlib.sources, "candle.staticlib.sources", |s| {
-        if s.ends_with(".cu") && !s.starts_with('/') && !s.split('/').any(|c| c == "..") {
-            Ok(s.to_string())
-        } else {
-            Err(format!("`{s}` is not a .cu path inside the crate"))
-        }
-    })?;
-    let name = raw.staticlib.name.get_ref();
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(cx.err(&raw.staticlib.name, format!("`{name}` is not a library name")));
-    }
-    let sass = unique(cx, &raw.staticlib.sass, "candle.staticlib.sass", |s| Sm::parse_prefixed(s, "sm_"))?;
-    let ptx = if raw.staticlib.ptx.is_empty() {
-        Vec::new()
-    } else {
-        unique(cx, &raw.staticlib.ptx, "candle.staticlib.ptx", |s| Sm::parse_prefixed(s, "compute_"))?
-    };
-    let staticlib = StaticLib { name: name.clone(), sources, sass, ptx };
-    let lib_targets = LibTargets { sass: raw.staticlib.sass, ptx: raw.staticlib.ptx };
-    Ok((Candle { crate_name: raw.crate_name, version: raw.version, sha256, modules, staticlib }, lib_targets))
+fn check_targets(cx: &Ctx, raw: RawTargets) -> Result<Targets, PinError> {
+    check_targets_of(cx, Some(&raw.hip), Some(&raw.code_object_version), Some(&raw.cuda_ptx), Some(&raw.cuda_sass), None, "targets")
 }
 
-fn check_targets(cx: &Ctx, raw: RawTargets) -> Result<Targets, PinError> {
-    let hip = unique(cx, &raw.hip, "targets.hip", HipArch::parse)?;
-    let cuda_sass = unique(cx, &raw.cuda_sass, "targets.cuda_sass", |s| Sm::parse_prefixed(s, "sm_"))?;
-    let cuda_ptx = unique(cx, &raw.cuda_ptx, "targets.cuda_ptx", |s| Sm::parse_prefixed(s, "compute_"))?;
-    if let Some(w) = cuda_ptx.windows(2).position(|w| w[0] >= w[1]) {
-        return Err(cx.err(&raw.cuda_ptx[w + 1], "targets.cuda_ptx must be in ascending order: the first entry is the floor"));
-    }
-    let cov = *raw.code_object_version.get_ref();
-    if !(4..=5).contains(&cov) {
-        return Err(cx.err(&raw.code_object_version, format!("code_object_version {cov} is not supported; the pinned clang emits 4 or 5")));
+/// Targets from the keys given, each missing one taken from `defaults`
+/// (a set's `[sets.<name>.targets]` over the global `[targets]`).
+pub(crate) fn check_targets_of(
+    cx: &Ctx,
+    hip: Option<&Vec<S<String>>>,
+    code_object_version: Option<&S<u32>>,
+    cuda_ptx: Option<&Vec<S<String>>>,
+    cuda_sass: Option<&Vec<S<String>>>,
+    defaults: Option<&Targets>,
+    what: &str,
+) -> Result<Targets, PinError> {
+    // The global table lists every backend; a set may leave one out.
+    let list = |items: &[S<String>], key: &str| -> Result<(), PinError> {
+        if items.is_empty() && defaults.is_none() {
+            return Err(PinError::at(cx.file, cx.text, None, format!("{what}.{key} is empty")));
+        }
+        Ok(())
+    };
+    let hip = match hip {
+        Some(h) => {
+            list(h, "hip")?;
+            unique_or_empty(cx, h, &format!("{what}.hip"), HipArch::parse)?
+        }
+        None => defaults.map(|t| t.hip.clone()).unwrap_or_default(),
+    };
+    let cuda_sass = match cuda_sass {
+        Some(s) => {
+            list(s, "cuda_sass")?;
+            unique_or_empty(cx, s, &format!("{what}.cuda_sass"), |s| Sm::parse_prefixed(s, "sm_"))?
+        }
+        None => defaults.map(|t| t.cuda_sass.clone()).unwrap_or_default(),
+    };
+    let cuda_ptx = match cuda_ptx {
+        Some(raw_ptx) => {
+            list(raw_ptx, "cuda_ptx")?;
+            let levels = unique_or_empty(cx, raw_ptx, &format!("{what}.cuda_ptx"), |s| Sm::parse_prefixed(s, "compute_"))?;
+            if let Some(w) = levels.windows(2).position(|w| w[0] >= w[1]) {
+                return Err(cx.err(&raw_ptx[w + 1], format!("{what}.cuda_ptx must be in ascending order: the first entry is the floor")));
+            }
+            levels
+        }
+        None => defaults.map(|t| t.cuda_ptx.clone()).unwrap_or_default(),
+    };
+    let cov = match code_object_version {
+        Some(v) => {
+            let cov = *v.get_ref();
+            if !(4..=5).contains(&cov) {
+                return Err(cx.err(v, format!("code_object_version {cov} is not supported; the pinned clang emits 4 or 5")));
+            }
+            cov
+        }
+        None => defaults.map_or(5, |t| t.code_object_version),
+    };
+    if !cuda_sass.is_empty() && cuda_ptx.is_empty() {
+        return Err(PinError::at(cx.file, cx.text, None, format!("{what}.cuda_sass needs a PTX floor: {what}.cuda_ptx is empty")));
     }
     Ok(Targets { hip, code_object_version: cov, cuda_ptx, cuda_sass })
 }
 
-fn check_flags(cx: &Ctx, raw: RawFlags, modules: &[String]) -> Result<Flags, PinError> {
-    let mut bounds = BTreeMap::new();
-    for (module, bound) in raw.hip_max_threads_per_block {
-        if !modules.contains(module.get_ref()) {
-            return Err(cx.err(&module, format!("`{}` is not one of candle.modules", module.get_ref())));
-        }
-        let n = *bound.get_ref();
-        if !(1..=1024).contains(&n) {
-            return Err(cx.err(&bound, format!("a launch bound of {n} threads is outside 1..=1024")));
-        }
-        bounds.insert(module.into_inner(), n);
+/// As [`unique`], but an empty list is allowed (a set may leave a backend out).
+fn unique_or_empty<T: Clone + PartialEq + std::fmt::Debug>(
+    cx: &Ctx,
+    items: &[S<String>],
+    what: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, PinError> {
+    if items.is_empty() {
+        Ok(Vec::new())
+    } else {
+        unique(cx, items, what, parse)
     }
-    Ok(Flags { cuda: raw.cuda, cuda_staticlib: raw.cuda_staticlib, hip: raw.hip, hip_max_threads_per_block: bounds })
 }
 
 /// A generated list of packages: hashes well formed, every name once.
@@ -301,15 +304,7 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
     let (dl_span, rocm_device_libs) = pin(raw.rocm_device_libs);
     let ptxas = match raw.ptxas {
         None => None,
-        Some(w) => {
-            let sha256 = check_sha256(cx, &w.get_ref().sha256)?;
-            let url = w.get_ref().url.get_ref().clone();
-            if !url.starts_with("https://") || !url.ends_with(".whl") {
-                return Err(cx.err(&w.get_ref().url, format!("`{url}` is not an https:// URL of a wheel (.whl)")));
-            }
-            let w = w.into_inner();
-            Some(WheelPin { package: w.pypi, version: w.version, url, sha256 })
-        }
+        Some(w) => Some(check_wheel(cx, w.into_inner(), "toolchain.ptxas")?),
     };
 
     let closure = match raw.closure {

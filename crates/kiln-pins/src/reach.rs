@@ -40,12 +40,13 @@ fn ptxas_builds(t: &Toolchain, sm: Sm) -> bool {
 }
 
 impl Pins {
-    /// How the SASS for `sm` (one of `targets.cuda_sass`) is made.
-    pub fn sass_by(&self, sm: Sm) -> SassBy {
+    /// How the SASS for `sm` (one of `targets.cuda_sass`, a set's or the
+    /// global ones) is made.
+    pub fn sass_by(&self, targets: &Targets, sm: Sm) -> SassBy {
         if nvcc_builds(&self.toolchain, sm) {
             return SassBy::Nvcc;
         }
-        let from = self.targets.cuda_ptx.iter().copied().filter(|l| l.0 <= sm.0).max().expect("checked when the pins were read");
+        let from = targets.cuda_ptx.iter().copied().filter(|l| l.0 <= sm.0).max().expect("checked when the pins were read");
         SassBy::Ptxas { from }
     }
 }
@@ -54,14 +55,16 @@ fn clang_major(t: &Toolchain) -> Option<u32> {
     t.clang.package.strip_prefix("clang-")?.parse().ok()
 }
 
-pub(crate) fn check(cx: &Ctx, targets: &Targets, lib: &StaticLib, raw_lib: &LibTargets, t: &Toolchain) -> Result<(), PinError> {
+/// Every target of `targets` (named `what` in messages: `targets`,
+/// `sets.flash-attn.targets`) within a pinned compiler's reach.
+pub(crate) fn check_targets(cx: &Ctx, targets: &Targets, t: &Toolchain, what: &str) -> Result<(), PinError> {
     let whole = |message: String| PinError::at(cx.file, cx.text, None, message);
     let nvcc = format!("{} {}", t.nvcc.package, t.nvcc.version);
     if let Some(llvm) = clang_major(t) {
         for arch in &targets.hip {
             if arch.row().llvm > llvm {
                 return Err(whole(format!(
-                    "targets.hip has {arch}, which LLVM knows from version {} on, but the pinned clang is {} {}",
+                    "{what}.hip has {arch}, which LLVM knows from version {} on, but the pinned clang is {} {}",
                     arch.row().llvm,
                     t.clang.package,
                     t.clang.version
@@ -72,19 +75,19 @@ pub(crate) fn check(cx: &Ctx, targets: &Targets, lib: &StaticLib, raw_lib: &LibT
     }
     for &level in &targets.cuda_ptx {
         if !nvcc_builds(t, level) {
-            return Err(whole(format!("targets.cuda_ptx has {}, which {nvcc} cannot compile for", level.ptx()))
+            return Err(whole(format!("{what}.cuda_ptx has {}, which {nvcc} cannot compile for", level.ptx()))
                 .help("PTX comes from nvcc: drop the level or pin an nvcc that has it"));
         }
     }
-    let floor = targets.cuda_ptx[0];
+    let Some(&floor) = targets.cuda_ptx.first() else { return Ok(()) };
     for &sm in &targets.cuda_sass {
         if sm.0 < floor.0 {
             return Err(whole(format!(
-                "targets.cuda_sass has {} below the PTX floor {}: a GPU of that sm would be handed PTX above its capability",
+                "{what}.cuda_sass has {} below the PTX floor {}: a GPU of that sm would be handed PTX above its capability",
                 sm.sass(),
                 floor.ptx()
             ))
-            .help("lower targets.cuda_ptx's first level to the lowest sm"));
+            .help(format!("lower {what}.cuda_ptx's first level to the lowest sm")));
         }
         if nvcc_builds(t, sm) {
             continue;
@@ -92,19 +95,25 @@ pub(crate) fn check(cx: &Ctx, targets: &Targets, lib: &StaticLib, raw_lib: &LibT
         let ptxas = t.ptxas.as_ref().map(|p| format!("{} {}", p.package, p.version));
         if !ptxas_builds(t, sm) {
             return Err(whole(format!(
-                "targets.cuda_sass has {}, which neither {nvcc} nor {} can build",
+                "{what}.cuda_sass has {}, which neither {nvcc} nor {} can build",
                 sm.sass(),
                 ptxas.as_deref().unwrap_or("a ptxas (none is pinned: [toolchain].ptxas)")
             ))
             .help(format!("{} needs CUDA {}.{} or newer", sm.sass(), sm.row().since.0, sm.row().since.1)));
         }
     }
-    // The static library's objects come from one nvcc call each: everything in them is nvcc's.
+    Ok(())
+}
+
+/// The static library of set `set`: its objects come from one nvcc call
+/// each, so everything in them must be within the pinned nvcc's reach.
+pub(crate) fn check_lib(cx: &Ctx, set: &str, lib: &StaticLib, raw_lib: &LibTargets, t: &Toolchain) -> Result<(), PinError> {
+    let nvcc = format!("{} {}", t.nvcc.package, t.nvcc.version);
     for (raw, sm) in raw_lib.sass.iter().zip(&lib.sass).chain(raw_lib.ptx.iter().zip(&lib.ptx)) {
         if !nvcc_builds(t, *sm) {
             return Err(cx
                 .err(raw, format!("the static library's objects are built by nvcc alone ({nvcc}), which cannot compile for {}", raw.get_ref()))
-                .help("drop it: a GPU beyond the pinned nvcc JIT-compiles the library's highest PTX level (candle.staticlib.ptx)"));
+                .help(format!("drop it: a GPU beyond the pinned nvcc JIT-compiles the library's highest PTX level (sets.{set}.staticlib.ptx)")));
         }
     }
     Ok(())

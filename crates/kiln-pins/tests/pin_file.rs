@@ -27,12 +27,18 @@ fn line_of(needle: &str) -> usize {
 fn the_repository_pin_file_is_valid_and_complete() {
     let (path, _) = real();
     let pins = Pins::load(&path).unwrap();
-    assert_eq!(pins.candle.crate_name, "candle-kernels");
-    assert_eq!(pins.candle.modules.len(), 11);
+    let candle = pins.main_set();
+    assert_eq!(candle.name, "candle");
+    assert!(matches!(&candle.source, kiln_pins::Source::Crate { name, .. } if name == "candle-kernels"));
+    assert_eq!(candle.modules.len(), 11);
+    assert_eq!(candle.staticlib.as_ref().unwrap().ffi.as_deref(), Some("src/ffi.rs"));
+    // The main set has no targets or flags of its own: the global ones.
+    assert_eq!(candle.targets.all(), pins.targets.all());
+    assert_eq!(candle.flags.hip_max_threads_per_block.get("quantized"), Some(&256));
     assert_eq!(pins.targets.hip.iter().map(|a| a.as_str()).collect::<Vec<_>>(), ["gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx90a", "gfx942"]);
     assert_eq!(pins.targets.cuda_ptx[0].ptx(), "compute_70");
     // Blackwell comes from the pinned ptxas, assembled from the highest PTX level.
-    let by = |sm| pins.sass_by(kiln_pins::Sm(sm));
+    let by = |sm| pins.sass_by(&pins.targets, kiln_pins::Sm(sm));
     assert_eq!(by(90), kiln_pins::SassBy::Nvcc);
     assert_eq!(by(100), kiln_pins::SassBy::Ptxas { from: kiln_pins::Sm(89) });
     assert_eq!(by(120), kiln_pins::SassBy::Ptxas { from: kiln_pins::Sm(89) });
@@ -40,13 +46,25 @@ fn the_repository_pin_file_is_valid_and_complete() {
     for (_, p) in pins.compilers() {
         assert_eq!(closure.find(&p.package).unwrap().version, p.version);
     }
-    assert!(pins.crate_version().starts_with(&format!("{}+kiln.", pins.candle.version)));
+    assert_eq!(candle.crate_version().as_deref(), Some("0.11.1+kiln.1"));
+    assert_eq!(pins.default_sets().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle"]);
+    // candle-flash-attn: opt-in, CUTLASS from its pinned wheel, upstream's API over its library.
+    let fa = pins.set("flash-attn").unwrap();
+    assert!(!fa.default && fa.modules.is_empty());
+    assert_eq!(fa.include, [kiln_pins::IncludeRoot::Input("cutlass".into())]);
+    assert_eq!(fa.input("cutlass").unwrap().wheel.version, "3.5.0.0");
+    let lib = fa.staticlib.as_ref().unwrap();
+    assert_eq!((lib.sources.len(), lib.sources[0].as_str()), (53, "kernels/flash_api.cu"));
+    assert_eq!(lib.sass, [kiln_pins::Sm(80), kiln_pins::Sm(90)]);
+    assert!(fa.flags.cuda_staticlib.iter().any(|f| f == "--expt-extended-lambda") && fa.flags.cuda == pins.flags.cuda);
+    let c = fa.artifact_crate.as_ref().unwrap();
+    assert_eq!((c.api, c.cudart.as_deref()), (kiln_pins::CrateApi::Upstream, Some("candle")));
 }
 
 #[test]
 fn malformed_toml_names_the_line() {
-    let e = broken("schema = 1", "schema = = 1");
-    assert_eq!(e.line, line_of("schema = 1"), "{e}");
+    let e = broken("schema = 2", "schema = = 2");
+    assert_eq!(e.line, line_of("schema = 2"), "{e}");
     assert!(e.to_string().starts_with("pins.toml:"), "{e}");
 }
 
@@ -71,7 +89,7 @@ fn unknown_and_duplicate_archs_are_refused_with_their_line() {
 #[test]
 fn bad_hashes_and_stale_closures_are_refused() {
     let (_, text) = real();
-    let sha = text.lines().find_map(|l| l.strip_prefix("sha256 = \"")).unwrap().trim_end_matches('"').to_string();
+    let sha = text.lines().find_map(|l| l.split_once("sha256 = \"")).unwrap().1.split('"').next().unwrap().to_string();
     let e = broken(&format!("sha256 = \"{sha}\""), "sha256 = \"xyz\"");
     assert!(e.message.contains("not a sha256"), "{e}");
     // A compiler bumped without `pins update`: the closure still has the old version.
@@ -102,9 +120,86 @@ fn a_target_no_pinned_compiler_reaches_is_refused_naming_both() {
     assert!(e.message.contains("gfx1201") && e.message.contains("LLVM knows from version 18") && e.message.contains("clang-17"), "{e}");
     // The static library's objects are nvcc's alone.
     let e = broken("ptx = [\"compute_90\"]", "ptx = [\"compute_90\", \"compute_100\"]");
+    assert!(e.help.as_deref().unwrap_or("").contains("sets.candle.staticlib.ptx"), "{e}");
     assert!(e.message.contains("compute_100") && e.message.contains("nvcc"), "{e}");
     assert_eq!(e.line, line_of("ptx = [\"compute_90\"]"), "{e}");
     // A SASS level below the PTX floor would get PTX above its capability.
     let e = broken("cuda_ptx = [\"compute_70\", ", "cuda_ptx = [");
     assert!(e.message.contains("sm_70 below the PTX floor compute_80"), "{e}");
+}
+
+/// The pin file with `extra` appended after the candle set (before `[targets]`).
+fn with_set(extra: &str) -> Result<Pins, kiln_pins::PinError> {
+    let (_, text) = real();
+    let at = text.find("\n[targets]").expect("pins.toml has [targets]");
+    let text = format!("{}\n{extra}\n{}", &text[..at], &text[at..]);
+    Pins::parse(Path::new("pins.toml"), &text)
+}
+
+const FLASH: &str = r#"[sets.extra]
+default = false
+source = { crate = "some-kernels", version = "1.0.0", sha256 = "e8f233a5d78ac84fac2b097330faae4a26eae4c4009c54fdb0ec8b7b3c23a15b" }
+include = ["input:headers", "kernels"]
+
+[sets.extra.inputs.headers]
+pypi = "some-headers"
+version = "1.0"
+url = "https://files.pythonhosted.org/packages/x/some_headers-1.0-py3-none-any.whl"
+sha256 = "4ec3ab4820dd4ae3ebc2c5ddf23352b0dc90f779435284e7dce822006adc51f6"
+tree = "pkg/include"
+
+[sets.extra.staticlib]
+name = "extralib"
+sources = ["kernels/a.cu", "kernels/b.cu"]
+sass = ["sm_80", "sm_90"]
+ffi = "src/ffi.rs"
+
+[sets.extra.flags]
+cuda_staticlib = ["-O3", "-Xcompiler", "-fPIC"]
+"#;
+
+#[test]
+fn a_second_set_has_its_own_inputs_includes_and_flags_and_the_rest_is_the_global_ones() {
+    let pins = with_set(FLASH).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pins.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle", "flash-attn", "extra"], "file order, the main set first");
+    let extra = pins.set("extra").unwrap();
+    assert!(!extra.default);
+    assert_eq!(pins.default_sets().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle"]);
+    assert_eq!(extra.include, [kiln_pins::IncludeRoot::Input("headers".into()), kiln_pins::IncludeRoot::Source("kernels".into())]);
+    assert_eq!(extra.input("headers").unwrap().tree, "pkg/include");
+    assert_eq!(extra.flags.cuda_staticlib, ["-O3", "-Xcompiler", "-fPIC"]);
+    assert_eq!(extra.flags.cuda, pins.flags.cuda, "a key the set does not give is the global one");
+    assert_eq!(extra.targets.all(), pins.targets.all());
+    assert_eq!(extra.module_names(), ["extralib"]);
+}
+
+#[test]
+fn sets_that_clash_or_do_not_add_up_are_refused_naming_the_set() {
+    // Two sets of one name: TOML itself refuses the second table, at its line.
+    let e = with_set(&FLASH.replace("[sets.extra]", "[sets.candle]")).unwrap_err();
+    assert!(e.message.contains("duplicate key `candle`"), "{e}");
+    assert!(e.line > line_of("[sets.candle]"), "{e}");
+    // A module name in two sets.
+    let e = with_set(&FLASH.replace("name = \"extralib\"", "name = \"moe\"")).unwrap_err();
+    assert!(e.message.contains("module `moe` of set `extra` is also a module of set `candle`"), "{e}");
+    // An include root naming an input the set lacks.
+    let e = with_set(&FLASH.replace("\"input:headers\"", "\"input:cutlass\"")).unwrap_err();
+    assert!(e.message.contains("names input `cutlass`") && e.message.contains("sets.extra.include"), "{e}");
+    // A source that is neither a crate nor a folder.
+    let e =
+        with_set(&FLASH.replace("source = { crate = \"some-kernels\", version = \"1.0.0\",", "source = { crate = \"some-kernels\",")).unwrap_err();
+    assert!(e.message.contains("sets.extra.source is neither a crate"), "{e}");
+    // A bad sha256 of a set's source.
+    let e = with_set(&FLASH.replace("e8f233a5", "E8F233A5")).unwrap_err();
+    assert!(e.message.contains("is not a sha256"), "{e}");
+    // The main set must be one a plain dist builds.
+    let (_, text) = real();
+    let e = Pins::parse(Path::new("pins.toml"), &text.replacen("[sets.candle]\n", "[sets.candle]\ndefault = false\n", 1)).unwrap_err();
+    assert!(e.message.contains("first, its main set") && e.message.contains("`candle`"), "{e}");
+    // A static library for an sm beyond the pinned nvcc.
+    let e = with_set(&FLASH.replace("sass = [\"sm_80\", \"sm_90\"]", "sass = [\"sm_80\", \"sm_100\"]")).unwrap_err();
+    assert!(e.message.contains("sm_100") && e.help.as_deref().unwrap_or("").contains("sets.extra.staticlib.ptx"), "{e}");
+    // The old single-set layout says how to move.
+    let e = Pins::parse(Path::new("pins.toml"), &text.replacen("schema = 2", "schema = 1", 1)).unwrap_err();
+    assert!(e.message.contains("schema 1") && e.help.as_deref().unwrap_or("").contains("[sets.candle]"), "{e}");
 }

@@ -21,8 +21,9 @@ use crate::sysroot::{self, Mode, Sysroot};
 #[derive(Clone, Debug)]
 pub struct Mount {
     pub host: PathBuf,
-    /// One of [`sysroot::MOUNT_POINTS`], with a leading `/`.
-    pub at: &'static str,
+    /// One of [`sysroot::MOUNT_POINTS`], with a leading `/`, or a folder
+    /// under `/tmp` (the sandbox's own tmpfs, where mount points can be made).
+    pub at: String,
     pub writable: bool,
 }
 
@@ -93,7 +94,7 @@ impl Runner {
             c.args(["--setenv", k, v]);
         }
         for m in mounts {
-            c.arg(if m.writable { "--bind" } else { "--ro-bind" }).arg(&m.host).arg(m.at);
+            c.arg(if m.writable { "--bind" } else { "--ro-bind" }).arg(&m.host).arg(&m.at);
         }
         c.args(["--chdir", cwd, "--"]);
         c.args(argv);

@@ -1,10 +1,16 @@
-//! Tools that come as Python wheels from PyPI (today: a newer `ptxas` for
-//! Blackwell, which Debian's CUDA lacks). A wheel is a zip file; kiln takes
-//! one file out of it, after the wheel matched its pinned sha256 and the file
-//! matched the hash the wheel's own `RECORD` lists for it, and checks the
-//! extracted file against that hash again before every use.
+//! Inputs that come as Python wheels from PyPI: a newer `ptxas` for
+//! Blackwell, which Debian's CUDA lacks ([`tool`]), and folders of headers
+//! such as CUTLASS's ([`tree`]). A wheel is a zip file; kiln takes files out
+//! of it only after the wheel matched its pinned sha256 and each file matched
+//! the hash the wheel's own `RECORD` lists for it, and checks the extracted
+//! files against those hashes again before every use.
 
-use std::{fs, io::Read, os::unix::fs::PermissionsExt, path::PathBuf};
+use std::{
+    fs,
+    io::Read,
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{bail, Context, Result};
 use kiln_pins::WheelPin;
@@ -93,9 +99,150 @@ pub fn fetch_wheel(sh: &Shell, cache: &Cache, pin: &WheelPin) -> Result<PathBuf>
     }
     download_verified(sh, &pin.url, &pin.sha256, &what, &dest).map_err(|e| match e.downcast::<HashMismatch>() {
         Ok(m) => anyhow::anyhow!(m),
-        Err(e) => e.context(format!("pins.toml [toolchain].ptxas ({})", pin.url)),
+        Err(e) => e.context(format!("the pinned wheel {} {} ({})", pin.package, pin.version, pin.url)),
     })?;
     Ok(dest)
+}
+
+/// A folder taken out of a pinned wheel, every file checked.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    /// The folder's root (what `-I` names).
+    pub path: PathBuf,
+    /// How many files it holds.
+    pub files: usize,
+    /// `nvidia-cutlass 3.5.0.0`, for messages.
+    pub origin: String,
+}
+
+/// The list of a tree's files and their sha256 (from the wheel's RECORD), beside the files.
+const TREE_LIST: &str = "tree.sha256";
+
+fn tree_dir(cache: &Cache, pin: &WheelPin, tree: &str) -> PathBuf {
+    let which = &sha256_bytes(tree.as_bytes())[..8];
+    cache.tools().join(format!("{}-{}-{which}", pin.package, &pin.sha256[..16]))
+}
+
+/// Folder `tree` of the pinned wheel (e.g. `cutlass_library/source/include`),
+/// unpacked into the cache the first time, every file matched against the
+/// sha256 the wheel's RECORD lists for it; on every later use every file is
+/// hashed again against that list (and the folder must hold nothing else).
+/// A damaged folder is moved aside and unpacked again.
+pub fn tree(sh: &Shell, cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tree> {
+    let dir = tree_dir(cache, pin, tree);
+    let origin = format!("{} {}", pin.package, pin.version);
+    let root = dir.join("files");
+    if dir.join(TREE_LIST).is_file() {
+        match verify_tree(&dir) {
+            Ok(files) => return Ok(Tree { path: root, files, origin }),
+            Err(e) => eprintln!("warning: the cached `{tree}` of {origin} at {} is damaged ({e:#}): unpacking it again", dir.display()),
+        }
+        let name = dir.file_name().expect("a tools/ folder").to_string_lossy().into_owned();
+        let damaged = cache.root().join("damaged");
+        fs::create_dir_all(&damaged)?;
+        // A fresh name each time: one run may find the same folder damaged twice.
+        let aside = (0u32..).map(|n| damaged.join(format!("{name}.{}.{n}", std::process::id()))).find(|p| !p.exists()).expect("a free name");
+        fs::rename(&dir, &aside).with_context(|| format!("cannot move the damaged {} aside", dir.display()))?;
+    }
+    let wheel = fetch_wheel(sh, cache, pin)?;
+    let bytes = fs::read(&wheel).with_context(|| format!("cannot read {}", wheel.display()))?;
+    let what = format!("{origin} ({})", pin.file_name());
+    let record_text = String::from_utf8(read_member(&bytes, &record_path(pin)).with_context(|| format!("{what} is not a wheel kiln can read"))?)
+        .with_context(|| format!("{what}: RECORD is not UTF-8"))?;
+    let prefix = format!("{}/", tree.trim_end_matches('/'));
+    let tmp = cache.scratch("tree")?;
+    let result = (|| -> Result<usize> {
+        let mut list = String::new();
+        let mut n = 0;
+        for entry in entries(&bytes)?.iter().filter(|e| e.name.starts_with(&prefix) && !e.name.ends_with('/')) {
+            let rel = &entry.name[prefix.len()..];
+            if rel.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+                bail!("{what}: {} is not a plain path inside {tree}", entry.name);
+            }
+            let sha256 = recorded_sha256(&record_text, &entry.name).with_context(|| format!("{what}: RECORD lists no sha256 for {}", entry.name))?;
+            let data = read_entry(&bytes, entry)?;
+            let actual = sha256_bytes(&data);
+            if actual != sha256 {
+                bail!("{what}: {} has sha256 {actual}, but the wheel's RECORD says {sha256}: the wheel is damaged", entry.name);
+            }
+            let dest = tmp.join("files").join(rel);
+            fs::create_dir_all(dest.parent().expect("below files/"))?;
+            fs::write(&dest, &data)?;
+            list.push_str(&format!("{sha256}  {rel}\n"));
+            n += 1;
+        }
+        // A file RECORD promises under the folder but the zip lacks is a damaged wheel too.
+        for line in record_text.lines() {
+            let name = line.split(',').next().unwrap_or("");
+            if name.starts_with(&prefix) && !list.lines().any(|l| l.split_once("  ").is_some_and(|(_, r)| format!("{prefix}{r}") == name)) {
+                bail!("{what}: RECORD lists {name}, which the wheel does not hold");
+            }
+        }
+        if n == 0 {
+            bail!("{what} has no files under {tree}/");
+        }
+        let mut lines: Vec<&str> = list.lines().collect();
+        lines.sort_by(|a, b| a[66..].cmp(&b[66..]));
+        fs::write(tmp.join(TREE_LIST), lines.join("\n") + "\n")?;
+        Ok(n)
+    })();
+    let files = match result {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    };
+    publish_dir(&tmp, &dir).with_context(|| format!("cannot unpack {tree} of {what} into {}", dir.display()))?;
+    verify_tree(&dir).with_context(|| format!("the unpacked {tree} of {what} does not read back"))?;
+    Ok(Tree { path: root, files, origin })
+}
+
+/// Hashes every file of an unpacked tree against its list; returns how many there are.
+fn verify_tree(dir: &Path) -> Result<usize> {
+    let list = fs::read_to_string(dir.join(TREE_LIST)).with_context(|| format!("cannot read {}", dir.join(TREE_LIST).display()))?;
+    let mut expected = std::collections::BTreeMap::new();
+    for line in list.lines() {
+        let (sha, rel) = line.split_once("  ").with_context(|| format!("{TREE_LIST}: bad line `{line}`"))?;
+        expected.insert(rel.to_string(), sha.to_string());
+    }
+    let root = dir.join("files");
+    let mut found = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))? {
+            let e = e?;
+            let t = e.file_type()?;
+            if t.is_dir() {
+                stack.push(e.path());
+            } else {
+                found.push(e.path());
+            }
+        }
+    }
+    for path in &found {
+        let rel = path.strip_prefix(&root).expect("below the root").to_string_lossy().into_owned();
+        match expected.get(&rel) {
+            None => bail!("{rel} is not one of the wheel's files"),
+            Some(sha) => {
+                let actual = sha256_file(path)?;
+                if &actual != sha {
+                    bail!("{rel} has sha256 {actual}, not {sha} (the wheel's RECORD)");
+                }
+            }
+        }
+    }
+    if found.len() != expected.len() {
+        let present: std::collections::BTreeSet<String> =
+            found.iter().map(|p| p.strip_prefix(&root).expect("below the root").to_string_lossy().into_owned()).collect();
+        let missing: Vec<&String> = expected.keys().filter(|k| !present.contains(*k)).take(3).collect();
+        bail!(
+            "{} of the wheel's files are missing (e.g. {})",
+            expected.len() - found.len(),
+            missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(found.len())
 }
 
 fn record_path(pin: &WheelPin) -> String {
@@ -142,53 +289,76 @@ fn u32_at(b: &[u8], at: usize) -> Option<usize> {
     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize)
 }
 
-/// One member of a zip file (stored or deflated), found through the central
-/// directory, its CRC-32 checked.
-pub fn read_member(zip: &[u8], name: &str) -> Result<Vec<u8>> {
+/// A member of a zip file, as its central directory describes it.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub name: String,
+    method: u16,
+    crc: u32,
+    packed: usize,
+    size: usize,
+    local: usize,
+}
+
+/// Every member of a zip file, from its central directory.
+pub fn entries(zip: &[u8]) -> Result<Vec<Entry>> {
     const EOCD: &[u8] = b"PK\x05\x06";
     let search_from = zip.len().saturating_sub(22 + 65_535);
     let eocd =
         (search_from..zip.len().saturating_sub(21)).rev().find(|&i| &zip[i..i + 4] == EOCD).context("no end of central directory: not a zip file")?;
     let (count, dir_at) = (u16_at(zip, eocd + 10).context("truncated")?, u32_at(zip, eocd + 16).context("truncated")?);
     let mut at = dir_at;
+    let mut out = Vec::with_capacity(count);
     for _ in 0..count {
         if zip.get(at..at + 4) != Some(b"PK\x01\x02") {
             bail!("damaged central directory at byte {at}");
         }
-        let method = u16_at(zip, at + 10).context("truncated")?;
+        let method = u16_at(zip, at + 10).context("truncated")? as u16;
         let crc = u32_at(zip, at + 16).context("truncated")? as u32;
         let (packed, size) = (u32_at(zip, at + 20).context("truncated")?, u32_at(zip, at + 24).context("truncated")?);
         let (name_len, extra_len, comment_len) =
             (u16_at(zip, at + 28).context("truncated")?, u16_at(zip, at + 30).context("truncated")?, u16_at(zip, at + 32).context("truncated")?);
         let local = u32_at(zip, at + 42).context("truncated")?;
-        let entry = zip.get(at + 46..at + 46 + name_len).context("truncated")?;
+        let name = zip.get(at + 46..at + 46 + name_len).context("truncated")?;
+        let name = String::from_utf8(name.to_vec()).with_context(|| format!("a member name at byte {at} is not UTF-8"))?;
         at += 46 + name_len + extra_len + comment_len;
-        if entry != name.as_bytes() {
-            continue;
-        }
-        if packed == 0xffff_ffff || size == 0xffff_ffff || local == 0xffff_ffff {
-            bail!("{name}: zip64 entries are not supported");
-        }
-        if zip.get(local..local + 4) != Some(b"PK\x03\x04") {
-            bail!("{name}: damaged local header at byte {local}");
-        }
-        let start = local + 30 + u16_at(zip, local + 26).context("truncated")? + u16_at(zip, local + 28).context("truncated")?;
-        let data = zip.get(start..start + packed).with_context(|| format!("{name}: truncated data"))?;
-        let out = match method {
-            0 => data.to_vec(),
-            8 => {
-                let mut out = Vec::with_capacity(size);
-                flate2::read::DeflateDecoder::new(data).read_to_end(&mut out).with_context(|| format!("{name}: cannot inflate"))?;
-                out
-            }
-            m => bail!("{name}: compression method {m} is not supported"),
-        };
-        if out.len() != size || crc32(&out) != crc {
-            bail!("{name}: size or CRC-32 does not match the zip directory: the file is damaged");
-        }
-        return Ok(out);
+        out.push(Entry { name, method, crc, packed, size, local });
     }
-    bail!("no member {name}")
+    Ok(out)
+}
+
+/// One member's bytes (stored or deflated), its CRC-32 checked.
+pub fn read_entry(zip: &[u8], e: &Entry) -> Result<Vec<u8>> {
+    let name = &e.name;
+    if e.packed == 0xffff_ffff || e.size == 0xffff_ffff || e.local == 0xffff_ffff {
+        bail!("{name}: zip64 entries are not supported");
+    }
+    if zip.get(e.local..e.local + 4) != Some(b"PK\x03\x04") {
+        bail!("{name}: damaged local header at byte {}", e.local);
+    }
+    let start = e.local + 30 + u16_at(zip, e.local + 26).context("truncated")? + u16_at(zip, e.local + 28).context("truncated")?;
+    let data = zip.get(start..start + e.packed).with_context(|| format!("{name}: truncated data"))?;
+    let out = match e.method {
+        0 => data.to_vec(),
+        8 => {
+            let mut out = Vec::with_capacity(e.size);
+            flate2::read::DeflateDecoder::new(data).read_to_end(&mut out).with_context(|| format!("{name}: cannot inflate"))?;
+            out
+        }
+        m => bail!("{name}: compression method {m} is not supported"),
+    };
+    if out.len() != e.size || crc32(&out) != e.crc {
+        bail!("{name}: size or CRC-32 does not match the zip directory: the file is damaged");
+    }
+    Ok(out)
+}
+
+/// One member of a zip file (stored or deflated), found through the central
+/// directory, its CRC-32 checked.
+pub fn read_member(zip: &[u8], name: &str) -> Result<Vec<u8>> {
+    let all = entries(zip)?;
+    let e = all.iter().find(|e| e.name == name).with_context(|| format!("no member {name}"))?;
+    read_entry(zip, e)
 }
 
 fn crc32(data: &[u8]) -> u32 {
@@ -272,6 +442,67 @@ mod tests {
         // A member the RECORD does not vouch for is refused.
         let e = tool(&sh, &cache, &pin, "pkg/bin/other").unwrap_err();
         assert!(format!("{e:#}").contains("RECORD lists no sha256 for pkg/bin/other"), "{e:#}");
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A RECORD line for `data` at `name`, as pip writes it.
+    fn record_line(name: &str, data: &[u8]) -> String {
+        let raw = <sha2::Sha256 as sha2::Digest>::digest(data);
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut b64 = String::new();
+        for chunk in raw.chunks(3) {
+            let n = chunk.iter().fold(0u32, |a, &b| (a << 8) | b as u32) << (8 * (3 - chunk.len()));
+            for i in 0..=chunk.len() {
+                b64.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        format!("{name},sha256={b64},{}\n", data.len())
+    }
+
+    #[test]
+    fn a_tree_is_taken_out_file_by_file_against_record_and_damage_is_repaired() {
+        let root = std::env::temp_dir().join(format!("kiln-wheel-tree-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).unwrap();
+        let cache = Cache::at(root.join("cache")).unwrap();
+        let sh = Shell::new().unwrap();
+        let (a, b) = (b"#pragma once\n#include \"sub/b.h\"\n".to_vec(), b"#define B 1\n".to_vec());
+        let wheel_with = |record: &str, members: &[(&str, &[u8])], label: &str| {
+            let mut all: Vec<(&str, &[u8])> = members.to_vec();
+            all.push(("pkg-1.0.dist-info/RECORD", record.as_bytes()));
+            let wheel = zip_file(&all, 8);
+            let file = root.join(format!("{label}.whl"));
+            fs::write(&file, &wheel).unwrap();
+            WheelPin { package: "pkg".into(), version: "1.0".into(), url: format!("file://{}", file.display()), sha256: sha256_bytes(&wheel) }
+        };
+        let good = record_line("pkg/include/a.h", &a) + &record_line("pkg/include/sub/b.h", &b) + &record_line("pkg/other.py", b"x");
+        let pin = wheel_with(&good, &[("pkg/include/a.h", &a), ("pkg/include/sub/b.h", &b), ("pkg/other.py", b"x")], "good");
+
+        let t = tree(&sh, &cache, &pin, "pkg/include").unwrap();
+        assert_eq!(t.files, 2, "only the folder asked for");
+        assert_eq!(fs::read(t.path.join("sub/b.h")).unwrap(), b);
+        // A changed file, a file added, a file removed: each is found, moved aside, unpacked again.
+        fs::write(t.path.join("a.h"), b"#pragma once\n").unwrap();
+        assert_eq!(fs::read(tree(&sh, &cache, &pin, "pkg/include").unwrap().path.join("a.h")).unwrap(), a);
+        fs::write(t.path.join("extra.h"), b"").unwrap();
+        assert!(!tree(&sh, &cache, &pin, "pkg/include").unwrap().path.join("extra.h").exists());
+        fs::remove_file(t.path.join("sub/b.h")).unwrap();
+        assert_eq!(tree(&sh, &cache, &pin, "pkg/include").unwrap().files, 2);
+        assert_eq!(fs::read_dir(cache.root().join("damaged")).unwrap().count(), 3, "each damaged copy is kept aside");
+
+        // A wheel whose file is not what its RECORD says, or that lacks a file RECORD lists, is refused.
+        let lying = wheel_with(&good, &[("pkg/include/a.h", b"other"), ("pkg/include/sub/b.h", &b)], "lying");
+        let e = format!("{:#}", tree(&sh, &cache, &lying, "pkg/include").unwrap_err());
+        assert!(e.contains("pkg/include/a.h has sha256") && e.contains("the wheel's RECORD says"), "{e}");
+        let short = wheel_with(&good, &[("pkg/include/a.h", &a)], "short");
+        let e = format!("{:#}", tree(&sh, &cache, &short, "pkg/include").unwrap_err());
+        assert!(e.contains("RECORD lists pkg/include/sub/b.h, which the wheel does not hold"), "{e}");
+        let unlisted = wheel_with(&record_line("pkg/include/a.h", &a), &[("pkg/include/a.h", &a), ("pkg/include/sub/b.h", &b)], "unlisted");
+        let e = format!("{:#}", tree(&sh, &cache, &unlisted, "pkg/include").unwrap_err());
+        assert!(e.contains("RECORD lists no sha256 for pkg/include/sub/b.h"), "{e}");
+        let e = format!("{:#}", tree(&sh, &cache, &pin, "pkg/nothing").unwrap_err());
+        assert!(e.contains("no files under pkg/nothing/"), "{e}");
+        assert!(fs::read_dir(cache.tmp()).map_or(true, |mut d| d.next().is_none()), "no scratch is left behind");
         fs::remove_dir_all(&root).unwrap();
     }
 

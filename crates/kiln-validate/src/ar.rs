@@ -118,7 +118,12 @@ pub fn extern_fns(rust: &str) -> Vec<String> {
         }
         if in_extern {
             if depth == 1 {
-                let t = t.strip_prefix("pub ").unwrap_or(t);
+                // Any visibility: `pub`, `pub(crate)` (candle-flash-attn's), `pub(super)`.
+                let t = match t.strip_prefix("pub") {
+                    Some(rest) if rest.starts_with('(') => rest.split_once(')').map_or(t, |(_, r)| r.trim_start()),
+                    Some(rest) if rest.starts_with(' ') => rest.trim_start(),
+                    _ => t,
+                };
                 let t = t.strip_prefix("safe ").or_else(|| t.strip_prefix("unsafe ")).unwrap_or(t);
                 if let Some(rest) = t.strip_prefix("fn ") {
                     let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
@@ -143,7 +148,7 @@ pub fn extern_fns(rust: &str) -> Vec<String> {
 mod tests {
     #[test]
     fn extern_fns_reads_declarations_only() {
-        let src = "use x;\nextern \"C\" {\n    #[cfg(feature = \"cutile\")]\n    pub fn gated(\n        x: i32,\n    ) -> i32;\n    // fn commented(\n    pub fn a_b(x: i32,\n        y: *mut f32);\n    pub fn c();\n}\npub fn not_extern() {}\n";
-        assert_eq!(super::extern_fns(src), ["a_b", "c"]);
+        let src = "use x;\nextern \"C\" {\n    #[cfg(feature = \"cutile\")]\n    pub fn gated(\n        x: i32,\n    ) -> i32;\n    // fn commented(\n    pub fn a_b(x: i32,\n        y: *mut f32);\n    pub fn c();\n    pub(crate) fn run_mha(\n        q: *const u8,\n    );\n    pub(super) fn d();\n    fn e();\n}\npub fn not_extern() {}\n";
+        assert_eq!(super::extern_fns(src), ["a_b", "c", "d", "e", "run_mha"]);
     }
 }

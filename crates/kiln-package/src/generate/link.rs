@@ -13,41 +13,60 @@ use super::{
 };
 use crate::slices;
 
-/// One crate per slice, in link order.
+/// A link crate this one calls: its name, exact version requirement, and folder in the workspace.
+struct Dep {
+    name: String,
+    version: String,
+    path: String,
+}
+
+/// One crate per slice, in link order; a slice that calls into others
+/// ([`slices::Slice::calls`]) depends on their crates, so rustc links it first.
 pub fn slices(g: &Gen) -> Result<Vec<Crate>> {
     let Some(lib) = g.inp.manifest.artifacts.iter().find(|a| a.kind == Kind::Staticlib) else {
         bail!("the manifest has no static library: the drop-in's `ffi` module needs one");
     };
+    let (cudart_main, cudart_version) = &g.cudart;
     let mut crates = Vec::new();
     for (i, slice) in slices::read(g.inp.slices)?.into_iter().enumerate() {
         let suffix = format!("ffi-{i}");
         let name = format!("{}-{suffix}", g.main);
         let dir = g.out.join("parts").join(&suffix);
+        let mut deps: Vec<Dep> = slice
+            .calls
+            .iter()
+            .map(|j| Dep { name: format!("{}-ffi-{j}", g.main), version: exact_req(&g.version), path: format!("ffi-{j}") })
+            .collect();
+        deps.push(Dep { name: format!("{cudart_main}-cudart"), version: exact_req(cudart_version), path: "cudart".into() });
         let lib_crate = LinkCrate {
             name: &name,
             lib: &slice.lib,
             payload: &g.inp.slices.join(slice.payload()),
             raw_bytes: slice.raw_bytes,
             sha256: &slice.sha256,
-            description: &format!("Part {i} of candle-kernels' prebuilt static library ({}: {}).", lib.arch, slice.members.join(", ")),
+            description: &format!("Part {i} of {}' prebuilt static library ({}: {}).", g.upstream().0, lib.arch, slice.members.join(", ")),
             system_libs: &["stdc++"],
-            depends_on: Some(&format!("{}-cudart", g.main)),
+            depends_on: &deps,
         };
         write_crate(g, &dir, &lib_crate)?;
         // These pieces are candle's kernels, compiled: they carry its licence texts.
         g.licenses(&dir)?;
         let z = dir_size(&dir.join("payload"))?;
-        crates.push(Crate { name, dir, raw_bytes: slice.raw_bytes, payload_bytes: z });
+        crates.push(Crate { name, dir, raw_bytes: slice.raw_bytes, payload_bytes: z, borrowed: false });
     }
     Ok(crates)
 }
 
+/// The CUDA runtime's crate: this set's own, or (for a set whose crates use
+/// another set's, [`Gen::cudart`]) a copy of that set's, generated the same
+/// way so that the workspace packages (the copy itself is not published).
 pub fn cudart(g: &Gen) -> Result<Crate> {
-    let name = format!("{}-cudart", g.main);
+    let (main, version) = &g.cudart;
+    let name = format!("{main}-cudart");
     let dir = g.out.join("parts").join("cudart");
     let files = g.inp.toolchain;
     let data = fs::read(&files.cudart_static).with_context(|| format!("cannot read {}", files.cudart_static.display()))?;
-    let lib = format!("{}_cudart", lib_name(&g.main));
+    let lib = format!("{}_cudart", lib_name(main));
     let lib_crate = LinkCrate {
         name: &name,
         lib: &lib,
@@ -56,13 +75,13 @@ pub fn cudart(g: &Gen) -> Result<Crate> {
         sha256: &kiln_manifest::sha256_hex(&data),
         description: "NVIDIA's static CUDA runtime (libcudart_static.a, redistributable under the CUDA EULA's Attachment A), which the prebuilt static library calls; it loads libcuda.so.1 at run time.",
         system_libs: &["rt", "pthread", "dl"],
-        depends_on: None,
+        depends_on: &[],
     };
-    write_crate(g, &dir, &lib_crate)?;
+    write_crate_as(g, &dir, &lib_crate, main, version)?;
     g.licenses(&dir)?;
     fs::copy(&files.nvidia_license, dir.join("LICENSE-NVIDIA")).with_context(|| format!("cannot copy {}", files.nvidia_license.display()))?;
     let z = dir_size(&dir.join("payload"))?;
-    Ok(Crate { name, dir, raw_bytes: data.len() as u64, payload_bytes: z })
+    Ok(Crate { name, dir, raw_bytes: data.len() as u64, payload_bytes: z, borrowed: false })
 }
 
 /// A crate whose build script inflates a static library and links it.
@@ -76,11 +95,16 @@ struct LinkCrate<'a> {
     sha256: &'a str,
     description: &'a str,
     system_libs: &'a [&'a str],
-    /// The link crate whose library this one calls.
-    depends_on: Option<&'a str>,
+    /// The link crates whose libraries this one calls.
+    depends_on: &'a [Dep],
 }
 
 fn write_crate(g: &Gen, dir: &Path, c: &LinkCrate) -> Result<()> {
+    write_crate_as(g, dir, c, &g.main, &g.version)
+}
+
+/// Writes the crate as part of `main`'s crates at `version`.
+fn write_crate_as(g: &Gen, dir: &Path, c: &LinkCrate, main: &str, version: &str) -> Result<()> {
     let payload_rel = format!("payload/lib{}.a.zst", c.lib);
     fs::create_dir_all(dir.join("payload"))?;
     fs::copy(c.payload, dir.join(&payload_rel)).with_context(|| format!("cannot copy {}", c.payload.display()))?;
@@ -96,24 +120,26 @@ fn write_crate(g: &Gen, dir: &Path, c: &LinkCrate) -> Result<()> {
     // rustc links only the crates a crate names: without the `extern crate`,
     // the dependency's static library (the CUDA runtime this one calls)
     // would be left out of the link.
-    let link_dep = c.depends_on.map_or(String::new(), |d| format!("\nextern crate {} as _;\n", lib_name(d)));
+    let link_dep: String = c.depends_on.iter().map(|d| format!("\nextern crate {} as _;\n", lib_name(&d.name))).collect();
     write(
         &dir.join("src/lib.rs"),
         format!("//! {}\n//! Linked by its build script; no Rust items. Generated by kiln.\n#![no_std]\n{link_dep}", c.description),
     )?;
     let mut deps =
         String::from("\n[build-dependencies]\nruzstd = { version = \"0.9\", default-features = false, features = [\"std\"] }\nsha2 = \"0.10\"\n");
-    if let Some(dep) = c.depends_on {
-        let suffix = dep.rsplit_once('-').map_or(dep, |(_, s)| s);
-        deps.push_str(&format!("\n[dependencies]\n{dep} = {{ version = \"{}\", path = \"../{suffix}\" }}\n", exact_req(&g.version)));
+    if !c.depends_on.is_empty() {
+        deps.push_str("\n[dependencies]\n");
+        for d in c.depends_on {
+            deps.push_str(&format!("{} = {{ version = \"{}\", path = \"../{}\" }}\n", d.name, d.version, d.path));
+        }
     }
     let cudart = c.lib.ends_with("cudart");
     let mut vars = Vars::new();
     vars.insert("NAME", c.name.to_string());
     vars.insert("LIB_NAME", lib_name(c.name));
-    vars.insert("VERSION", g.version.clone());
+    vars.insert("VERSION", version.to_string());
     vars.insert("DESCRIPTION", c.description.to_string());
-    vars.insert("MAIN", g.main.clone());
+    vars.insert("MAIN", main.to_string());
     vars.insert("REPOSITORY", crate::sources::REPOSITORY.to_string());
     vars.insert("LICENSE", if cudart { String::new() } else { "MIT OR Apache-2.0".into() });
     vars.insert("EXTRA_PACKAGE", format!("build = \"build.rs\"\nlinks = \"{}\"\n", c.lib));

@@ -19,5 +19,5 @@ pub fn write_crate(g: &Gen, deps: &Deps) -> Result<Crate> {
         write(&dir.join(f), g.filled(&format!("shim/{f}.in"), &vars)?)?;
     }
     g.licenses(&dir)?;
-    Ok(Crate { name: g.inp.pins.candle.crate_name.clone(), dir, raw_bytes: 0, payload_bytes: 0 })
+    Ok(Crate { name: g.upstream().0.to_string(), dir, raw_bytes: 0, payload_bytes: 0, borrowed: false })
 }

@@ -25,7 +25,7 @@ pub fn crates(g: &Gen) -> Result<Vec<Crate>> {
             fs::copy(entry.path(), dir.join("src").join(entry.file_name()))?;
         }
         g.licenses(&dir)?;
-        crates.push(Crate { name: name.into(), dir, raw_bytes: 0, payload_bytes: 0 });
+        crates.push(Crate { name: name.into(), dir, raw_bytes: 0, payload_bytes: 0, borrowed: false });
     }
     Ok(crates)
 }

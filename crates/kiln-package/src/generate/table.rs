@@ -36,5 +36,5 @@ pub fn part(g: &Gen, part: &Part) -> Result<Crate> {
         ),
     )?;
     g.licenses(&dir)?;
-    Ok(Crate { name, dir, raw_bytes: raw, payload_bytes: z })
+    Ok(Crate { name, dir, raw_bytes: raw, payload_bytes: z, borrowed: false })
 }

@@ -20,19 +20,24 @@ pub struct Gen<'a> {
     pub exact: String,
     /// The targets carried, for descriptions (`sm_80, ..., gfx90a`).
     pub targets: String,
+    /// The main crate name and version of the crates that carry the CUDA
+    /// runtime the static library's parts link: this set's, or another's.
+    pub cudart: (String, String),
     mit: String,
     apache: String,
 }
 
 impl<'a> Gen<'a> {
     pub fn new(inp: &'a Inputs<'a>, out: &'a Path) -> Result<Gen<'a>> {
-        let version = inp.pins.crate_version();
+        let Some(artifact_crate) = &inp.set.artifact_crate else { bail!("set `{}` has no crate to generate", inp.set.name) };
+        let Some(version) = inp.set.crate_version() else { bail!("set `{}`: a packaged set's source is a crate", inp.set.name) };
         let apache_path = &inp.toolchain.apache_license;
         let apache = fs::read_to_string(apache_path).with_context(|| format!("cannot read {}", apache_path.display()))?;
         let t = &inp.manifest.targets;
         let targets = t.cuda_sass.iter().chain(&t.hip).cloned().collect::<Vec<_>>().join(", ");
+        let cudart = inp.cudart.clone().unwrap_or_else(|| (artifact_crate.name.clone(), version.clone()));
         let mut g =
-            Gen { inp, out, main: inp.pins.artifact_crate.name.clone(), exact: exact_req(&version), version, targets, mit: String::new(), apache };
+            Gen { inp, out, main: artifact_crate.name.clone(), exact: exact_req(&version), version, targets, cudart, mit: String::new(), apache };
         g.mit = g.template("LICENSE-MIT")?;
         Ok(g)
     }
@@ -53,9 +58,17 @@ impl<'a> Gen<'a> {
         write(&dir.join("LICENSE-APACHE"), &self.apache)
     }
 
+    /// The source crate's name and version (`candle-kernels`, `0.11.1`).
+    pub fn upstream(&self) -> (&str, &str) {
+        match &self.inp.set.source {
+            kiln_pins::Source::Crate { name, version, .. } => (name, version),
+            kiln_pins::Source::Folder { .. } => unreachable!("checked in Gen::new: a packaged set's source is a crate"),
+        }
+    }
+
     /// The placeholders every crate of the set may use, for the crate `name`.
     pub fn common(&self, name: &str) -> Vars {
-        let pins = self.inp.pins;
+        let (upstream, upstream_version) = self.upstream();
         let mut v = Vars::new();
         v.insert("NAME", name.to_string());
         v.insert("LIB_NAME", lib_name(name));
@@ -63,11 +76,11 @@ impl<'a> Gen<'a> {
         v.insert("MAIN", self.main.clone());
         v.insert("REPOSITORY", crate::sources::REPOSITORY.to_string());
         v.insert("KILN_VERSION", self.inp.kiln_version.to_string());
-        v.insert("CANDLE_VERSION", pins.candle.version.clone());
+        v.insert("CANDLE_VERSION", upstream_version.to_string());
         v.insert("TARGETS", self.targets.clone());
         v.insert("EXACT", self.exact.clone());
-        v.insert("UPSTREAM", pins.candle.crate_name.clone());
-        v.insert("UPSTREAM_LIB", lib_name(&pins.candle.crate_name));
+        v.insert("UPSTREAM", upstream.to_string());
+        v.insert("UPSTREAM_LIB", lib_name(upstream));
         v
     }
 }

@@ -1,0 +1,523 @@
+//! [`Builder`]: kiln's build as a library. Describe kernel sets (the pin
+//! file's, or folders of another project's own) and targets; `build()`
+//! provisions the pinned toolchain, compiles every set in one job graph
+//! through the content cache, validates every artifact, writes a manifest
+//! per set, checks or updates its lock, packages its crates, and only then
+//! replaces each set's dist folder in one step. `cargo xtask dist` is this
+//! builder with the pin file's sets.
+//!
+//! ```no_run
+//! use kiln_dist::{Builder, KernelSet, StaticLib};
+//! # fn main() -> anyhow::Result<()> {
+//! let pins = kiln_pins::Pins::load("pins.toml".as_ref())?; // kiln's toolchain pins
+//! let set = KernelSet::folder("my-kernels", "kernels", &pins)
+//!     .modules(["scale", "saxpy"])
+//!     .staticlib(StaticLib::new("myops", ["ops.cu"], &["sm_80", "sm_90"]).map_err(anyhow::Error::msg)?)
+//!     .targets(&["gfx90a", "compute_80", "sm_80", "sm_90"]).map_err(anyhow::Error::msg)?;
+//! let dist = Builder::new(&pins).set(set).out("target/kernels").build(&|line| eprintln!("{line}"))?;
+//! let built = &dist.sets[0];
+//! println!("{} artifacts in {}", built.manifest.manifest.artifacts.len(), built.out.display());
+//! # Ok(()) }
+//! ```
+
+use std::{
+    path::{Path, PathBuf},
+    time::Instant,
+};
+
+use anyhow::{bail, Context, Result};
+use kiln_build::{run_graph, Job, Plan};
+use kiln_pins::{HipArch, KernelSet, Pins};
+use kiln_toolchain::{remote, sysroot, Cache, Runner};
+
+use crate::{cache_admin, collect, compilers, costs, graph, lock, output, package, set_manifest::SetManifest, sources, Selection};
+
+/// kiln's own repository, where this crate was built from: its HIP shims
+/// (`kernels/hip`), CUDA headers (`kernels/cuda`) and crate template, which
+/// a project that depends on kiln-dist by path or git finds here.
+pub fn kiln_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// What `build()` does with each set's lock file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LockMode {
+    /// Neither read nor written.
+    #[default]
+    Off,
+    /// Fail, publishing nothing, unless every artifact matches the lock.
+    Check,
+    /// Write the built artifacts' hashes into the lock.
+    Update,
+}
+
+pub struct Builder<'p> {
+    pins: &'p Pins,
+    sets: Vec<KernelSet>,
+    only: Vec<String>,
+    modules: Vec<String>,
+    archs: Vec<String>,
+    /// A selection already parsed (`dist merge`'s, from its parts), instead of `modules`/`archs`.
+    selection: Option<Selection>,
+    kiln: PathBuf,
+    base: PathBuf,
+    out: Option<PathBuf>,
+    lock_dir: Option<PathBuf>,
+    lock: LockMode,
+    /// The main set's lock, already read (`--locked` of `dist merge`).
+    main_lock: Option<lock::Lock>,
+    package: bool,
+    workers: usize,
+    verbose: bool,
+    no_compile: bool,
+    remote: Option<remote::Config>,
+}
+
+/// One set's result.
+pub struct Outcome {
+    pub set: String,
+    /// Its manifest, as written to `out/manifest.json`.
+    pub manifest: SetManifest,
+    /// The packaged artifact crates (empty when not packaged).
+    pub crates: Vec<package::CrateRecord>,
+    /// Its dist folder.
+    pub out: PathBuf,
+    /// Its lock file (read or written only as [`LockMode`] says).
+    pub lock: PathBuf,
+}
+
+pub struct Dist {
+    /// Per set built, in the order the builder knows them.
+    pub sets: Vec<Outcome>,
+    pub seconds: f64,
+    /// Every compile job ([`costs::label`]) and the seconds it took where it
+    /// was built, if its cache entry recorded them (`--update-costs`).
+    pub compiled: Vec<(String, Option<f64>)>,
+}
+
+impl<'p> Builder<'p> {
+    /// A builder with the pins' toolchain and default targets and flags, and
+    /// no kernel set yet ([`Builder::set`]). Relative folders (sources, the
+    /// dist folder, locks) are taken from the pin file's folder.
+    pub fn new(pins: &'p Pins) -> Builder<'p> {
+        let base = pins.file.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        Builder {
+            pins,
+            sets: Vec::new(),
+            only: Vec::new(),
+            modules: Vec::new(),
+            archs: Vec::new(),
+            selection: None,
+            kiln: kiln_root(),
+            base,
+            out: None,
+            lock_dir: None,
+            lock: LockMode::Off,
+            main_lock: None,
+            package: false,
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            verbose: false,
+            no_compile: false,
+            remote: None,
+        }
+    }
+
+    /// A builder with every set of the pin file (what `cargo xtask dist` uses),
+    /// packaging the sets that have crates.
+    pub fn from_pins(pins: &'p Pins) -> Builder<'p> {
+        let mut b = Builder::new(pins);
+        b.sets = pins.sets.clone();
+        b.package = true;
+        b
+    }
+
+    /// Adds a kernel set. The first set a builder knows is its main set: its
+    /// dist folder is [`Builder::out`] itself, its lock `artifacts.lock`.
+    pub fn set(mut self, set: KernelSet) -> Builder<'p> {
+        self.sets.push(set);
+        self
+    }
+
+    /// Builds only these sets (`--set`); by default every default set.
+    pub fn only<S: AsRef<str>>(mut self, names: &[S]) -> Builder<'p> {
+        self.only = names.iter().map(|s| s.as_ref().to_string()).collect();
+        self
+    }
+
+    /// Builds only these modules and targets (`--module`, `--arch`); empty: all.
+    pub fn select(mut self, modules: Vec<String>, archs: Vec<String>) -> Builder<'p> {
+        self.modules = modules;
+        self.archs = archs;
+        self
+    }
+
+    /// Builds exactly this selection (already checked against the sets).
+    pub fn selection_of(mut self, selection: Selection) -> Builder<'p> {
+        self.selection = Some(selection);
+        self
+    }
+
+    /// Checks the main set against this lock, already read (`None`: no check).
+    pub fn locked_by(mut self, lock: Option<lock::Lock>) -> Builder<'p> {
+        if lock.is_some() {
+            self.lock = LockMode::Check;
+        }
+        self.main_lock = lock;
+        self
+    }
+
+    /// Fails instead of compiling: every compile must come from the local or remote cache.
+    pub fn no_compile(mut self, yes: bool) -> Builder<'p> {
+        self.no_compile = yes;
+        self
+    }
+
+    /// A remote cache shared with other machines (docs/distributed.md).
+    pub fn remote(mut self, config: Option<remote::Config>) -> Builder<'p> {
+        self.remote = config;
+        self
+    }
+
+    /// The main set's dist folder; another set's is `<out>-<set>` beside it.
+    pub fn out(mut self, dir: impl Into<PathBuf>) -> Builder<'p> {
+        self.out = Some(dir.into());
+        self
+    }
+
+    /// Where relative source folders, `out` and the locks are (default: the pin file's folder).
+    pub fn base(mut self, dir: impl Into<PathBuf>) -> Builder<'p> {
+        self.base = dir.into();
+        self
+    }
+
+    /// kiln's repository (default: [`kiln_root`]).
+    pub fn kiln_dir(mut self, dir: impl Into<PathBuf>) -> Builder<'p> {
+        self.kiln = dir.into();
+        self
+    }
+
+    /// Checks or updates each set's lock (`artifacts.lock`, `artifacts.<set>.lock`) in `dir` (default: `base`).
+    pub fn lock(mut self, mode: LockMode) -> Builder<'p> {
+        self.lock = mode;
+        self
+    }
+
+    pub fn lock_dir(mut self, dir: impl Into<PathBuf>) -> Builder<'p> {
+        self.lock_dir = Some(dir.into());
+        self
+    }
+
+    /// Packages the crates of the sets that have a `crate` (full builds only).
+    pub fn package(mut self, yes: bool) -> Builder<'p> {
+        self.package = yes;
+        self
+    }
+
+    /// Jobs to run at once (default: the number of cores).
+    pub fn workers(mut self, n: usize) -> Builder<'p> {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// Also report cache hits.
+    pub fn verbose(mut self, yes: bool) -> Builder<'p> {
+        self.verbose = yes;
+        self
+    }
+
+    fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base.join(p)
+        }
+    }
+
+    /// The main set's dist folder.
+    pub fn main_out(&self) -> PathBuf {
+        self.resolve(self.out.as_deref().unwrap_or(Path::new("target/dist")))
+    }
+
+    /// The dist folder of set `name`: the main set's is `out`, another's `<out>-<name>`.
+    pub fn out_of(&self, name: &str) -> PathBuf {
+        let main = self.main_out();
+        if self.sets.first().is_some_and(|s| s.name == name) {
+            return main;
+        }
+        let file = main.file_name().map_or_else(|| "dist".into(), |n| n.to_string_lossy().into_owned());
+        main.with_file_name(format!("{file}-{name}"))
+    }
+
+    /// The lock file of set `name`.
+    pub fn lock_of(&self, name: &str) -> PathBuf {
+        let dir = self.lock_dir.as_deref().map_or_else(|| self.base.clone(), |d| self.resolve(d));
+        dir.join(lock::file_name(name, self.sets.first().is_some_and(|s| s.name == name)))
+    }
+
+    /// The sets this build will build: the named ones, or every default set.
+    pub fn chosen(&self) -> Result<Vec<&KernelSet>> {
+        check_sets(self.pins, &self.sets)?;
+        if self.only.is_empty() {
+            return Ok(self.sets.iter().filter(|s| s.default).collect());
+        }
+        let known = || self.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
+        let mut chosen = Vec::new();
+        for name in &self.only {
+            let Some(set) = self.sets.iter().find(|s| &s.name == name) else { bail!("unknown set `{name}` (--set); the sets are: {}", known()) };
+            if !chosen.iter().any(|c: &&KernelSet| c.name == set.name) {
+                chosen.push(set);
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// The selection over the chosen sets; a `--module` of a set not chosen says which `--set` adds it.
+    pub fn selection(&self, chosen: &[&KernelSet]) -> Result<Selection> {
+        if let Some(s) = &self.selection {
+            s.check(chosen)?;
+            return Ok(s.clone());
+        }
+        for m in &self.modules {
+            if chosen.iter().any(|s| s.module_names().contains(m)) {
+                continue;
+            }
+            if let Some(other) = self.sets.iter().find(|s| s.module_names().contains(m)) {
+                bail!("module `{m}` (--module) is of set `{}`, which this run does not build: add --set {}", other.name, other.name);
+            }
+        }
+        Selection::new(self.modules.clone(), &self.archs, chosen)
+    }
+
+    /// Builds, validates and publishes every chosen set; on any error no
+    /// set's dist folder (or lock) is changed.
+    pub fn build(self, say: &(dyn Fn(String) + Sync)) -> Result<Dist> {
+        let start = Instant::now();
+        let pins = self.pins;
+        let chosen = self.chosen()?;
+        let selection = self.selection(&chosen)?;
+        let chosen: Vec<&KernelSet> = chosen.into_iter().filter(|s| selection.builds(s)).collect();
+        if chosen.is_empty() {
+            bail!(
+                "nothing to build: no set ({}) has what --module/--arch select",
+                self.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        let main_name = self.sets[0].name.clone();
+        // Before hours of compiling: a folder that is not ours, or a lock that is missing, fails now.
+        let mut locks = Vec::new();
+        for set in &chosen {
+            let out = self.out_of(&set.name);
+            output::check(&out).with_context(|| format!("set `{}`", set.name))?;
+            let stale = output::remove_stale_siblings(&out);
+            if stale > 0 {
+                say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", out.display()));
+            }
+            let path = self.lock_of(&set.name);
+            locks.push(match self.lock {
+                LockMode::Check => {
+                    Some(lock::Lock::load(&path).with_context(|| {
+                        format!("set `{}`: --locked needs its lock, which a build of the set with --update-lock writes", set.name)
+                    })?)
+                }
+                _ => None,
+            });
+        }
+
+        let cache = Cache::from_env()?.with_remote(self.remote.clone());
+        if let Some(r) = cache.remote() {
+            say(format!("remote cache {}{}", r.url(), if r.config().read_only { " (read-only)" } else { "" }));
+        }
+        let (stale, bytes) = cache.remove_stale_scratch()?;
+        if stale > 0 {
+            say(format!("removed {stale} scratch folder(s) of interrupted runs ({:.1} MB) from {}", bytes as f64 / 1e6, cache.tmp().display()));
+        }
+        let root = sysroot::provision(&cache, pins, self.workers, say)?;
+        let runner = Runner::new(root)?;
+        let ptxas = if chosen.iter().any(|s| selection.needs_ptxas(pins, s)) { compilers::ptxas(&runner, &cache, pins)? } else { None };
+        let mut hip: Vec<HipArch> = Vec::new();
+        for a in chosen.iter().flat_map(|s| &s.targets.hip) {
+            if !hip.contains(a) {
+                hip.push(a.clone());
+            }
+        }
+        let toolchain = compilers::check(&runner, pins, ptxas.as_ref(), &hip)?;
+
+        let shims = self.kiln.join(crate::SHIMS_DIR);
+        if !shims.is_dir() {
+            bail!("kiln's HIP shims are missing: {} is not a folder", shims.display());
+        }
+        let mut plans = Vec::new();
+        let mut srcs = Vec::new();
+        for set in &chosen {
+            let src = sources::fetch(&cache, set, &self.base, &|l| say(l))?;
+            let inputs = sources::inputs(&cache, set, &|l| say(l))?;
+            let mut plan =
+                Plan::new(set, src.root.clone(), shims.clone()).with_cuda_headers(self.kiln.join(crate::CUDA_HEADERS_DIR)).with_includes(&inputs)?;
+            if let Some(tool) = &ptxas {
+                plan = plan.with_ptxas(tool.clone());
+            }
+            plans.push(plan);
+            srcs.push(src);
+        }
+
+        let all = selection.is_all();
+        let packaged = |s: &KernelSet| self.package && all && s.artifact_crate.is_some();
+        if self.package && !all && chosen.iter().any(|s| s.artifact_crate.is_some()) {
+            say("not packaging crates: they need every artifact, and this run builds a selection".into());
+        }
+        let toolchain_files = kiln_package::sources::ToolchainFiles::in_sysroot(&runner.sysroot().root);
+        let g = graph::build(pins, &plans, &selection, &packaged, &toolchain_files)?;
+        let names: Vec<String> = plans.iter().map(|p| format!("{} ({})", p.src_name, p.set.name)).collect();
+        let what = if plans.len() == 1 && plans[0].set.name == main_name { plans[0].src_name.clone() } else { names.join(", ") };
+        say(format!(
+            "building {} of {what} ({}) with {} workers; cache {}",
+            selection.describe(),
+            g.describe(),
+            self.workers,
+            cache.root().display()
+        ));
+        let run_opts = kiln_build::Options { workers: self.workers, verbose: self.verbose, no_compile: self.no_compile, ..Default::default() };
+        let results = run_graph(&runner, &cache, &g.nodes, &run_opts, say);
+        let built = collect::successes(&g.nodes, results)?;
+        let store = kiln_build::store::Store::new(&cache);
+        let compiled = g
+            .nodes
+            .iter()
+            .zip(&built)
+            .filter_map(|(n, b)| match &n.work {
+                kiln_build::Work::Command(j) if j.kind.is_compile() => {
+                    Some((costs::label(j), if b.cached { store.seconds(&b.key) } else { Some(b.seconds) }))
+                }
+                _ => None,
+            })
+            .collect();
+
+        // Every set validated, its lock checked and its folder staged before any is published.
+        let mut staged = Vec::new();
+        for (((plan, nodes), src), lock) in plans.iter().zip(&g.sets).zip(&srcs).zip(&locks) {
+            let set = &plan.set;
+            let modules: Vec<(Job, kiln_build::Built)> = nodes.modules.iter().map(|&i| (g.job(i).clone(), built[i].clone())).collect();
+            let mut collected = collect::artifacts(&set.targets, &modules).with_context(|| format!("set `{}`", set.name))?;
+            if let Some(a) = nodes.archive {
+                collected.push(collect::staticlib(set, &src.root, g.job(a), &built[a])?);
+            }
+            collect::compare_kernel_sets(pins, set, &collected)?;
+            let bundles: Vec<(String, kiln_build::Built)> = nodes.bundles.iter().map(|(m, i)| (m.clone(), built[*i].clone())).collect();
+            let bundles = collect::hip_bundles(set, &collected, &bundles)?;
+            collected.extend(bundles);
+            let manifest = collect::manifest(set, set.name == main_name, &src.sha256, toolchain.clone(), &collected);
+            let lock_path = self.lock_of(&set.name);
+            if let Some(lock) = lock {
+                let diff = lock.differences(&manifest, all);
+                if !diff.is_empty() {
+                    bail!(
+                        "--locked: set `{}`: {} difference(s) from {}; no dist folder was changed:\n  {}",
+                        set.name,
+                        diff.len(),
+                        lock_path.display(),
+                        diff.join("\n  ")
+                    );
+                }
+            }
+            let out = self.out_of(&set.name);
+            let folder = output::stage(&out, &manifest.to_json(), &collected)?;
+            staged.push((set, src, nodes, manifest, folder, out, lock_path));
+        }
+        output::failpoint("staged");
+
+        let mut outcomes = Vec::new();
+        let mut package_keys = Vec::new();
+        let mut committing = Vec::new();
+        for (set, src, nodes, manifest, folder, out, lock_path) in staged {
+            let crates = match &nodes.package {
+                Some(p) => {
+                    let mut artifacts = std::collections::BTreeMap::new();
+                    for &(of, payload) in &p.payloads {
+                        let path = match nodes.bundles.iter().find(|(_, i)| *i == of) {
+                            Some((module, _)) => collect::bundle_path(module),
+                            None => collect::dist_path(g.job(of)),
+                        };
+                        artifacts.insert(path, built[payload].path.clone());
+                    }
+                    let payloads = package::Payloads { artifacts, slices: built[p.slices].path.clone(), cudart: built[p.cudart].path.clone() };
+                    let cudart = set.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()).map(|name| {
+                        let other = self.sets.iter().chain(&pins.sets).find(|s| &s.name == name).expect("checked: crate.cudart names a set");
+                        (other.artifact_crate.as_ref().expect("a set with crates").name.clone(), other.crate_version().expect("a crate source"))
+                    });
+                    let what =
+                        package::What { runner: &runner, cache: &cache, set, kiln: &self.kiln, source_root: &src.root, manifest: &manifest, cudart };
+                    let (records, key) = package::crates(&what, &payloads, &folder.dir, say)?;
+                    package_keys.push(key);
+                    records
+                }
+                None => Vec::new(),
+            };
+            committing.push((folder, out.clone()));
+            outcomes.push(Outcome { set: set.name.clone(), manifest, crates, out, lock: lock_path });
+        }
+        for (folder, out) in committing {
+            folder.commit(&out)?;
+        }
+        if self.lock == LockMode::Update {
+            for o in &outcomes {
+                let mut l = if o.lock.exists() { lock::Lock::load(&o.lock)? } else { lock::Lock::of(&o.manifest) };
+                l.update(&o.manifest);
+                l.write(&o.lock)?;
+            }
+        }
+        if all {
+            // What this checkout's plan uses, for `cargo xtask cache gc`: one record per combination of sets.
+            let names: Vec<String> = chosen.iter().map(|s| s.name.clone()).collect();
+            // The pin file's default sets keep the checkout's one record; any other combination (an
+            // opt-in set, a set described in code) gets its own, so neither hides the other's entries.
+            let defaults: Vec<String> = self.pins.default_sets().map(|s| s.name.clone()).collect();
+            let variant = if names == defaults { String::new() } else { names.join(",") };
+            let rec = cache_admin::PlanRecord {
+                checkout: self.base.canonicalize().unwrap_or_else(|_| self.base.clone()),
+                toolchain: runner.sysroot().identity.clone(),
+                sources: srcs.iter().filter_map(|s| s.cached.clone()).collect(),
+                debs: pins.closure().map(|c| c.debs.iter().map(|d| format!("{}.deb", d.sha256)).collect()).unwrap_or_default(),
+                keys: kiln_build::store::touched_keys(),
+                packages: package_keys,
+            };
+            if let Err(e) = cache_admin::record(&cache, &rec, &variant) {
+                say(format!("warning: cannot record what this dist used for `cargo xtask cache gc`: {e:#}"));
+            }
+        }
+        if let Some(r) = cache.remote() {
+            say(r.summary());
+        }
+        Ok(Dist { sets: outcomes, seconds: start.elapsed().as_secs_f64(), compiled })
+    }
+}
+
+/// The sets a builder is given, against each other: names and module names
+/// unique, each set's own checks (names, include roots, targets in reach).
+pub fn check_sets(pins: &Pins, sets: &[KernelSet]) -> Result<()> {
+    if sets.is_empty() {
+        bail!("the builder has no kernel set: add one with Builder::set (or Builder::from_pins)");
+    }
+    for (i, s) in sets.iter().enumerate() {
+        s.check(pins).map_err(anyhow::Error::msg)?;
+        if let Some(cudart) = s.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()) {
+            if !sets.iter().any(|o| &o.name == cudart && o.artifact_crate.is_some()) {
+                bail!("set `{}`: crate.cudart = `{cudart}` names no set of this build that packages crates", s.name);
+            }
+        }
+        for other in &sets[..i] {
+            if other.name == s.name {
+                bail!("two kernel sets are named `{}`: set names must be unique", s.name);
+            }
+            for m in s.module_names() {
+                if other.module_names().contains(&m) {
+                    bail!(
+                        "module `{m}` of set `{}` is also a module of set `{}`: module and library names are unique across sets",
+                        s.name,
+                        other.name
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! A kernel set's sources and pinned inputs, verified before any use: a
+//! crate by the sha256 of its `.crate` ([`kiln_build::upstream`]), a folder
+//! by the hash of its listing (recorded in the manifest, so a changed folder
+//! shows in the lock), an input tree file by file against its wheel's RECORD
+//! ([`kiln_toolchain::wheel::tree`]).
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use kiln_build::upstream;
+use kiln_pins::{KernelSet, Source};
+use kiln_toolchain::{fetch, wheel, Cache};
+use xshell::Shell;
+
+/// A set's verified sources.
+#[derive(Clone, Debug)]
+pub struct SetSource {
+    /// The source root (mounted at `/kiln/src`).
+    pub root: PathBuf,
+    /// The `.crate`'s sha256, or the folder listing's.
+    pub sha256: String,
+    /// The crate's folder name under the cache's `sources/` (for `cache gc`).
+    pub cached: Option<String>,
+}
+
+/// The set's sources: a crate fetched and checked against its pin, or a
+/// folder (relative to `base`, the pin file's folder) hashed as it is now.
+pub fn fetch(cache: &Cache, set: &KernelSet, base: &Path, say: &dyn Fn(String)) -> Result<SetSource> {
+    match &set.source {
+        Source::Crate { name, version, sha256 } => {
+            let c = upstream::fetch_crate(cache, name, version, sha256, say).with_context(|| format!("set `{}`", set.name))?;
+            let cached = c.root.file_name().map(|n| n.to_string_lossy().into_owned());
+            Ok(SetSource { root: c.root, sha256: c.sha256, cached })
+        }
+        Source::Folder { path } => {
+            let root = base.join(path);
+            if !root.is_dir() {
+                bail!("set `{}`: its source folder {} is not a folder", set.name, root.display());
+            }
+            Ok(SetSource { sha256: listing_sha256(&root)?, root, cached: None })
+        }
+    }
+}
+
+/// The set's pinned input trees, unpacked and checked: (name, folder).
+pub fn inputs(cache: &Cache, set: &KernelSet, say: &dyn Fn(String)) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for input in &set.inputs {
+        let sh = Shell::new()?;
+        let tree = wheel::tree(&sh, cache, &input.wheel, &input.tree).with_context(|| format!("set `{}`, input `{}`", set.name, input.name))?;
+        say(format!(
+            "set `{}`: input `{}` is {} files of {} ({}), each checked against the wheel's RECORD",
+            set.name, input.name, tree.files, tree.origin, input.tree
+        ));
+        out.push((input.name.clone(), tree.path));
+    }
+    Ok(out)
+}
+
+/// sha256 over `<sha256>  <relative path>` lines of every file below `root`, sorted by path.
+pub fn listing_sha256(root: &Path) -> Result<String> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))? {
+            let e = e?;
+            if e.file_type()?.is_dir() {
+                stack.push(e.path());
+            } else {
+                files.push(e.path());
+            }
+        }
+    }
+    let mut lines: Vec<String> = files
+        .iter()
+        .map(|f| Ok(format!("{}  {}\n", fetch::sha256_file(f)?, f.strip_prefix(root).expect("below the root").display())))
+        .collect::<Result<_>>()?;
+    lines.sort_by(|a, b| a[66..].cmp(&b[66..]));
+    Ok(kiln_manifest::sha256_hex(lines.concat().as_bytes()))
+}

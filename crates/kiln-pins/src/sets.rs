@@ -1,0 +1,643 @@
+//! Kernel sets (`[sets.<name>]`): each is one body of kernel sources and what
+//! kiln builds from it. candle-kernels is one set; candle-flash-attn another;
+//! a folder of a project's own kernels a third. A set's targets and flags
+//! default to the pin file's `[targets]` and `[flags]`.
+//!
+//! The first set of the pin file is the *main* set: its dist folder is
+//! `--out` itself, its lock `artifacts.lock`, and its manifest names no set
+//! (docs/kernel-sets.md says why).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::{
+    arch::{Sm, Target},
+    error::PinError,
+    raw::{check_sha256, check_wheel, unique, Ctx, LibTargets, RawWheelPin},
+    Flags, Targets, WheelPin,
+};
+
+type S<T> = Spanned<T>;
+
+/// One kernel set.
+#[derive(Clone, Debug)]
+pub struct KernelSet {
+    /// `candle`, `flash-attn`: names the set in `--set`, messages, dist folders and the manifest.
+    pub name: String,
+    /// Built by a plain `cargo xtask dist`; `false`: only when named with `--set`.
+    pub default: bool,
+    pub source: Source,
+    /// PTX/SASS/HSACO modules: `src/<module>.cu` of a crate, `<module>.cu` of a folder.
+    pub modules: Vec<String>,
+    pub staticlib: Option<StaticLib>,
+    /// Extra `-I` roots, in search order.
+    pub include: Vec<IncludeRoot>,
+    /// Pinned trees the set reads besides its source (CUTLASS's headers), by name.
+    pub inputs: Vec<TreeInput>,
+    pub targets: Targets,
+    pub flags: Flags,
+    /// The kernel-artifact crates packaged from the set; none: not packaged.
+    pub artifact_crate: Option<ArtifactCrate>,
+}
+
+/// Where a set's sources come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A crate from crates.io, checked against the sha256 of its `.crate` before any use.
+    Crate { name: String, version: String, sha256: String },
+    /// A folder of the repository (relative to the pin file's folder) or, for
+    /// a set described in code, any folder.
+    Folder { path: String },
+}
+
+impl Source {
+    /// `candle-kernels 0.11.1`, `kernels/example`: for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Crate { name, version, .. } => format!("{name} {version}"),
+            Source::Folder { path } => path.clone(),
+        }
+    }
+
+    /// Where a module's source is: `src/<m>.cu` in a crate (candle's layout), `<m>.cu` in a folder.
+    pub fn module_file(&self, module: &str) -> String {
+        match self {
+            Source::Crate { .. } => format!("src/{module}.cu"),
+            Source::Folder { .. } => format!("{module}.cu"),
+        }
+    }
+}
+
+/// A static library built from some of a set's sources: one fat object per
+/// source (SASS for each of `sass`, PTX for each of `ptx`), archived in order.
+#[derive(Clone, Debug)]
+pub struct StaticLib {
+    pub name: String,
+    /// Paths relative to the source root, in archive order.
+    pub sources: Vec<String>,
+    /// The sms every object's fatbin carries SASS for (one nvcc call per object).
+    pub sass: Vec<Sm>,
+    /// PTX levels every object's fatbin carries, for GPUs without that SASS.
+    pub ptx: Vec<Sm>,
+    /// The Rust file (relative to the source root) whose `extern "C"` block
+    /// the library must define: validation refuses a library that lacks one.
+    pub ffi: Option<String>,
+    /// Headers of kiln's `kernels/cuda` force-included (`nvcc -include`) into every object.
+    pub force_include: Vec<String>,
+}
+
+impl StaticLib {
+    /// A library of `sources` with SASS for `sass` (`sm_80`, ...), nothing else.
+    pub fn new<S: Into<String>>(name: &str, sources: impl IntoIterator<Item = S>, sass: &[&str]) -> Result<StaticLib, String> {
+        let sass = sass.iter().map(|s| Sm::parse_prefixed(s, "sm_")).collect::<Result<Vec<_>, _>>()?;
+        let lib = StaticLib {
+            name: name.to_string(),
+            sources: sources.into_iter().map(Into::into).collect(),
+            sass,
+            ptx: Vec::new(),
+            ffi: None,
+            force_include: Vec::new(),
+        };
+        check_lib_name(&lib.name)?;
+        Ok(lib)
+    }
+}
+
+/// An extra `-I` root of a set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IncludeRoot {
+    /// A folder of the set's source (`kernels`).
+    Source(String),
+    /// One of the set's [`TreeInput`]s (`input:cutlass`).
+    Input(String),
+}
+
+impl IncludeRoot {
+    pub fn parse(s: &str) -> Result<IncludeRoot, String> {
+        match s.strip_prefix("input:") {
+            Some(name) if valid_name(name) => Ok(IncludeRoot::Input(name.to_string())),
+            Some(_) => Err(format!("`{s}` does not name an input (`input:<name>` of [sets.<set>.inputs])")),
+            None if relative_path(s) => Ok(IncludeRoot::Source(s.trim_end_matches('/').to_string())),
+            None => Err(format!("`{s}` is neither a folder inside the set's source nor `input:<name>`")),
+        }
+    }
+}
+
+/// A folder of headers out of a pinned wheel: every file checked against the
+/// wheel's RECORD when unpacked, and against its recorded sha256 before every use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeInput {
+    pub name: String,
+    pub wheel: WheelPin,
+    /// The folder inside the wheel, e.g. `cutlass_library/source/include`.
+    pub tree: String,
+}
+
+/// The crates a set is packaged into.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArtifactCrate {
+    /// The main crate's name; its part crates are named `<name>-<part>`.
+    pub name: String,
+    /// Bumped to publish new artifacts for the same source version.
+    pub revision: u32,
+    pub api: CrateApi,
+    /// The set whose `-cudart` crate the static library's parts link, when
+    /// not this set's own (one CUDA runtime in a binary that uses both).
+    pub cudart: Option<String>,
+}
+
+/// What the drop-in crate's Rust is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrateApi {
+    /// kiln's module API (the template's `main` crate) and a shim under the source crate's name.
+    Kiln,
+    /// The source crate's own `src/` (verbatim), linking the prebuilt static library.
+    Upstream,
+}
+
+impl KernelSet {
+    /// A set of the kernels in folder `dir` (no modules and no static library
+    /// yet), with the pins' default targets and flags.
+    pub fn folder(name: &str, dir: impl Into<String>, pins: &crate::Pins) -> KernelSet {
+        KernelSet {
+            name: name.to_string(),
+            default: true,
+            source: Source::Folder { path: dir.into() },
+            modules: Vec::new(),
+            staticlib: None,
+            include: Vec::new(),
+            inputs: Vec::new(),
+            targets: pins.targets.clone(),
+            flags: pins.flags.clone(),
+            artifact_crate: None,
+        }
+    }
+
+    /// The set with these modules (`<module>.cu` in the folder).
+    pub fn modules<S: Into<String>>(mut self, modules: impl IntoIterator<Item = S>) -> KernelSet {
+        self.modules = modules.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The set with this static library.
+    pub fn staticlib(mut self, lib: StaticLib) -> KernelSet {
+        self.staticlib = Some(lib);
+        self
+    }
+
+    /// The set built for exactly these targets (`gfx90a`, `compute_80`, `sm_90`);
+    /// PTX levels are kept in ascending order, the first being the floor.
+    pub fn targets(mut self, names: &[&str]) -> Result<KernelSet, String> {
+        let mut t = Targets { hip: Vec::new(), code_object_version: self.targets.code_object_version, cuda_ptx: Vec::new(), cuda_sass: Vec::new() };
+        for n in names {
+            match Target::parse(n)? {
+                Target::Hip(a) => t.hip.push(a),
+                Target::Ptx(l) => t.cuda_ptx.push(l),
+                Target::Sass(s) => t.cuda_sass.push(s),
+            }
+        }
+        t.cuda_ptx.sort();
+        self.targets = t;
+        Ok(self)
+    }
+
+    /// Every module name and the static library's: what `--module` may name.
+    pub fn module_names(&self) -> Vec<String> {
+        self.modules.iter().cloned().chain(self.staticlib.as_ref().map(|l| l.name.clone())).collect()
+    }
+
+    /// `0.11.1+kiln.1`: the source crate's version, plus the artifact revision
+    /// as build metadata, so that `^0.11.1` requirements still match it.
+    pub fn crate_version(&self) -> Option<String> {
+        let (Source::Crate { version, .. }, Some(c)) = (&self.source, &self.artifact_crate) else { return None };
+        Some(format!("{version}+kiln.{}", c.revision))
+    }
+
+    /// The named input.
+    pub fn input(&self, name: &str) -> Option<&TreeInput> {
+        self.inputs.iter().find(|i| i.name == name)
+    }
+
+    /// The checks the pin file's sets get, for a set described in code:
+    /// names, include roots, and every target within a pinned compiler's reach.
+    pub fn check(&self, pins: &crate::Pins) -> Result<(), String> {
+        let fail = |m: String| Err(format!("set `{}`: {m}", self.name));
+        if !valid_name(&self.name) {
+            return fail("not a set name (lowercase letters, digits, `-` and `_`)".into());
+        }
+        for m in &self.modules {
+            check_module_name(m).or_else(fail)?;
+        }
+        if let Some(lib) = &self.staticlib {
+            check_lib_name(&lib.name).or_else(fail)?;
+            if lib.sources.is_empty() {
+                return fail(format!("static library `{}` has no sources", lib.name));
+            }
+        }
+        if self.modules.is_empty() && self.staticlib.is_none() {
+            return fail("it has neither modules nor a static library: nothing to build".into());
+        }
+        for inc in &self.include {
+            if let IncludeRoot::Input(n) = inc {
+                if self.input(n).is_none() {
+                    return fail(format!("include root `input:{n}` names no input of the set"));
+                }
+            }
+        }
+        // The same reach checks as the pin file's sets, without positions to name.
+        let cx = Ctx { file: &pins.file, text: "" };
+        let named = |e: PinError| format!("{}{}", e.message, e.help.map(|h| format!("\n  help: {h}")).unwrap_or_default());
+        crate::reach::check_targets(&cx, &self.targets, &pins.toolchain, &format!("set `{}`: targets", self.name)).map_err(named)?;
+        if let Some(lib) = &self.staticlib {
+            let raw = LibTargets {
+                sass: lib.sass.iter().map(|s| Spanned::new(0..0, s.sass())).collect(),
+                ptx: lib.ptx.iter().map(|s| Spanned::new(0..0, s.ptx())).collect(),
+            };
+            crate::reach::check_lib(&cx, &self.name, lib, &raw, &pins.toolchain).map_err(named)?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn valid_name(s: &str) -> bool {
+    s.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+fn relative_path(s: &str) -> bool {
+    !s.is_empty() && !s.starts_with('/') && !s.split('/').any(|c| c == ".." || c == ".")
+}
+
+pub(crate) fn check_module_name(m: &str) -> Result<(), String> {
+    if !m.is_empty() && m.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        Ok(())
+    } else {
+        Err(format!("`{m}` is not a module name (lowercase letters, digits and `_`)"))
+    }
+}
+
+fn check_lib_name(name: &str) -> Result<(), String> {
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        Ok(())
+    } else {
+        Err(format!("`{name}` is not a library name"))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSet {
+    #[serde(default)]
+    default: Option<S<bool>>,
+    source: S<RawSource>,
+    #[serde(default)]
+    modules: Vec<S<String>>,
+    staticlib: Option<S<RawStaticLib>>,
+    #[serde(default)]
+    include: Vec<S<String>>,
+    #[serde(default)]
+    inputs: BTreeMap<S<String>, S<RawInput>>,
+    targets: Option<RawSetTargets>,
+    flags: Option<RawSetFlags>,
+    #[serde(rename = "crate")]
+    artifact_crate: Option<RawArtifactCrate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    #[serde(rename = "crate")]
+    crate_name: Option<String>,
+    version: Option<String>,
+    sha256: Option<S<String>>,
+    path: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStaticLib {
+    name: S<String>,
+    sources: Vec<S<String>>,
+    sass: Vec<S<String>>,
+    #[serde(default)]
+    ptx: Vec<S<String>>,
+    ffi: Option<S<String>>,
+    #[serde(default)]
+    force_include: Vec<S<String>>,
+}
+
+/// A wheel pin (as `[toolchain].ptxas`) and the folder taken out of it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInput {
+    pypi: String,
+    version: String,
+    url: S<String>,
+    sha256: S<String>,
+    tree: S<String>,
+}
+
+/// Each key, when present, replaces the global `[targets]` one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSetTargets {
+    hip: Option<Vec<S<String>>>,
+    code_object_version: Option<S<u32>>,
+    cuda_ptx: Option<Vec<S<String>>>,
+    cuda_sass: Option<Vec<S<String>>>,
+}
+
+/// Each key, when present, replaces the global `[flags]` one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSetFlags {
+    cuda: Option<Vec<String>>,
+    cuda_staticlib: Option<Vec<String>>,
+    hip: Option<Vec<String>>,
+    hip_max_threads_per_block: Option<BTreeMap<S<String>, S<u32>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArtifactCrate {
+    name: S<String>,
+    revision: S<u32>,
+    #[serde(default)]
+    api: Option<S<String>>,
+    cudart: Option<S<String>>,
+}
+
+/// The sets in file order, checked each on its own and against each other.
+pub(crate) fn check_sets(
+    cx: &Ctx,
+    raw: BTreeMap<S<String>, S<RawSet>>,
+    targets: &Targets,
+    flags: &Flags,
+    global_bounds: &BTreeMap<S<String>, S<u32>>,
+    toolchain: &crate::Toolchain,
+) -> Result<Vec<KernelSet>, PinError> {
+    let mut raw: Vec<(S<String>, S<RawSet>)> = raw.into_iter().collect();
+    raw.sort_by_key(|(_, s)| s.span().start);
+    if raw.is_empty() {
+        return Err(PinError::at(cx.file, cx.text, None, "the pin file has no kernel set ([sets.<name>])".into()).help("see docs/kernel-sets.md"));
+    }
+    let mut sets: Vec<KernelSet> = Vec::new();
+    // Module and library names across sets: each names exactly one thing (`--module`, job labels, crates).
+    let mut owners: BTreeMap<String, String> = BTreeMap::new();
+    let mut crate_names: BTreeMap<String, String> = BTreeMap::new();
+    for (i, (name, set)) in raw.into_iter().enumerate() {
+        let set_name = name.get_ref().clone();
+        if !valid_name(&set_name) {
+            return Err(cx.err(&name, format!("`{set_name}` is not a set name (lowercase letters, digits, `-` and `_`)")));
+        }
+        let set_span = set.span();
+        let s = check_set(cx, &set_name, set.into_inner(), targets, flags, toolchain)?;
+        if i == 0 && !s.default {
+            return Err(PinError::at(
+                cx.file,
+                cx.text,
+                Some(set_span),
+                format!("set `{set_name}` is the pin file's first, its main set, which a plain dist must build: it cannot be `default = false`"),
+            )
+            .help("move another set first, or make this one a default set"));
+        }
+        for m in s.module_names() {
+            if let Some(other) = owners.insert(m.clone(), set_name.clone()) {
+                return Err(PinError::at(
+                    cx.file,
+                    cx.text,
+                    Some(set_span),
+                    format!("module `{m}` of set `{set_name}` is also a module of set `{other}`"),
+                )
+                .help("module and static-library names are unique across sets (`--module`, job labels and crates name them): rename one"));
+            }
+        }
+        if let Some(c) = &s.artifact_crate {
+            if let Some(other) = crate_names.insert(c.name.clone(), set_name.clone()) {
+                return Err(PinError::at(
+                    cx.file,
+                    cx.text,
+                    Some(set_span),
+                    format!("set `{set_name}` packages crate `{}`, as set `{other}` does", c.name),
+                ));
+            }
+        }
+        sets.push(s);
+    }
+    for s in &sets {
+        if let Some(cudart) = s.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()) {
+            match sets.iter().find(|o| &o.name == cudart) {
+                Some(o) if o.artifact_crate.as_ref().is_some_and(|c| c.api == CrateApi::Kiln) && o.staticlib.is_some() => {}
+                _ => {
+                    return Err(PinError::at(
+                        cx.file,
+                        cx.text,
+                        None,
+                        format!("set `{}`: crate.cudart = `{cudart}` names no set whose crates carry a CUDA runtime (a set with a static library and kiln's crate API)", s.name),
+                    ))
+                }
+            }
+        }
+    }
+    for (module, bound) in global_bounds {
+        if !sets.iter().any(|s| s.modules.contains(module.get_ref())) {
+            return Err(cx.err(module, format!("`{}` is not a module of any set", module.get_ref())));
+        }
+        let n = *bound.get_ref();
+        if !(1..=1024).contains(&n) {
+            return Err(cx.err(bound, format!("a launch bound of {n} threads is outside 1..=1024")));
+        }
+    }
+    Ok(sets)
+}
+
+fn check_set(
+    cx: &Ctx,
+    name: &str,
+    raw: RawSet,
+    global_targets: &Targets,
+    global_flags: &Flags,
+    toolchain: &crate::Toolchain,
+) -> Result<KernelSet, PinError> {
+    let at = |what: &str| format!("sets.{name}.{what}");
+    let source_span = raw.source.span();
+    let src = raw.source.into_inner();
+    let source = match (src.crate_name, src.version, src.sha256, src.path) {
+        (Some(crate_name), Some(version), Some(sha256), None) => Source::Crate { name: crate_name, version, sha256: check_sha256(cx, &sha256)? },
+        (None, None, None, Some(path)) => {
+            if !relative_path(path.get_ref()) {
+                return Err(cx.err(&path, format!("`{}` is not a folder relative to the pin file's folder", path.get_ref())));
+            }
+            Source::Folder { path: path.into_inner() }
+        }
+        _ => {
+            return Err(PinError::at(
+                cx.file,
+                cx.text,
+                Some(source_span),
+                format!("{} is neither a crate (`crate`, `version`, `sha256`) nor a folder (`path`)", at("source")),
+            )
+            .help("see docs/kernel-sets.md"))
+        }
+    };
+    let modules =
+        if raw.modules.is_empty() { Vec::new() } else { unique(cx, &raw.modules, &at("modules"), |m| check_module_name(m).map(|()| m.to_string()))? };
+
+    let mut inputs = Vec::new();
+    for (input_name, input) in raw.inputs {
+        if !valid_name(input_name.get_ref()) {
+            return Err(cx.err(&input_name, format!("`{}` is not an input name", input_name.get_ref())));
+        }
+        let input = input.into_inner();
+        let raw_wheel = RawWheelPin { pypi: input.pypi, version: input.version, url: input.url, sha256: input.sha256 };
+        let wheel = check_wheel(cx, raw_wheel, &at(&format!("inputs.{}", input_name.get_ref())))?;
+        if !relative_path(input.tree.get_ref()) {
+            return Err(cx.err(&input.tree, format!("`{}` is not a folder inside the wheel", input.tree.get_ref())));
+        }
+        inputs.push(TreeInput { name: input_name.into_inner(), wheel, tree: input.tree.into_inner().trim_end_matches('/').to_string() });
+    }
+    let mut include = Vec::new();
+    for inc in &raw.include {
+        let root = IncludeRoot::parse(inc.get_ref()).map_err(|m| cx.err(inc, format!("{m} (in {})", at("include"))))?;
+        if let IncludeRoot::Input(n) = &root {
+            if !inputs.iter().any(|i| &i.name == n) {
+                return Err(cx.err(inc, format!("{} names input `{n}`, which [sets.{name}.inputs] does not have", at("include"))));
+            }
+        }
+        if include.contains(&root) {
+            return Err(cx.err(inc, format!("`{}` is listed twice in {}", inc.get_ref(), at("include"))));
+        }
+        include.push(root);
+    }
+
+    let (targets, overridden) = match &raw.targets {
+        None => (global_targets.clone(), false),
+        Some(t) => (
+            crate::raw::check_targets_of(
+                cx,
+                t.hip.as_ref(),
+                t.code_object_version.as_ref(),
+                t.cuda_ptx.as_ref(),
+                t.cuda_sass.as_ref(),
+                Some(global_targets),
+                &at("targets"),
+            )?,
+            true,
+        ),
+    };
+    if overridden {
+        crate::reach::check_targets(cx, &targets, toolchain, &at("targets"))?;
+    }
+    let flags = match raw.flags {
+        None => global_flags.clone(),
+        Some(f) => {
+            let mut bounds = global_flags.hip_max_threads_per_block.clone();
+            if let Some(b) = f.hip_max_threads_per_block {
+                bounds.clear();
+                for (module, bound) in b {
+                    if !modules.contains(module.get_ref()) {
+                        return Err(cx.err(&module, format!("`{}` is not one of {}", module.get_ref(), at("modules"))));
+                    }
+                    let n = *bound.get_ref();
+                    if !(1..=1024).contains(&n) {
+                        return Err(cx.err(&bound, format!("a launch bound of {n} threads is outside 1..=1024")));
+                    }
+                    bounds.insert(module.into_inner(), n);
+                }
+            }
+            Flags {
+                cuda: f.cuda.unwrap_or_else(|| global_flags.cuda.clone()),
+                cuda_staticlib: f.cuda_staticlib.unwrap_or_else(|| global_flags.cuda_staticlib.clone()),
+                hip: f.hip.unwrap_or_else(|| global_flags.hip.clone()),
+                hip_max_threads_per_block: bounds,
+            }
+        }
+    };
+
+    let staticlib = match raw.staticlib {
+        None => None,
+        Some(lib) => {
+            let lib = lib.into_inner();
+            let sources = unique(cx, &lib.sources, &at("staticlib.sources"), |s| {
+                if s.ends_with(".cu") && relative_path(s) {
+                    Ok(s.to_string())
+                } else {
+                    Err(format!("`{s}` is not a .cu path inside the set's source"))
+                }
+            })?;
+            check_lib_name(lib.name.get_ref()).map_err(|m| cx.err(&lib.name, m))?;
+            let sass = unique(cx, &lib.sass, &at("staticlib.sass"), |s| Sm::parse_prefixed(s, "sm_"))?;
+            let ptx =
+                if lib.ptx.is_empty() { Vec::new() } else { unique(cx, &lib.ptx, &at("staticlib.ptx"), |s| Sm::parse_prefixed(s, "compute_"))? };
+            let ffi = match lib.ffi {
+                Some(f) if f.get_ref().ends_with(".rs") && relative_path(f.get_ref()) => Some(f.into_inner()),
+                Some(f) => return Err(cx.err(&f, format!("`{}` is not a .rs path inside the set's source", f.get_ref()))),
+                None => None,
+            };
+            let mut force_include = Vec::new();
+            for h in &lib.force_include {
+                if !relative_path(h.get_ref()) {
+                    return Err(cx.err(h, format!("`{}` is not a header of kiln's kernels/cuda", h.get_ref())));
+                }
+                force_include.push(h.get_ref().clone());
+            }
+            let typed = StaticLib { name: lib.name.into_inner(), sources, sass, ptx, ffi, force_include };
+            crate::reach::check_lib(cx, name, &typed, &LibTargets { sass: lib.sass, ptx: lib.ptx }, toolchain)?;
+            Some(typed)
+        }
+    };
+    if modules.is_empty() && staticlib.is_none() {
+        return Err(PinError::at(
+            cx.file,
+            cx.text,
+            Some(source_span),
+            format!("set `{name}` has neither modules nor a static library: nothing to build"),
+        ));
+    }
+
+    let artifact_crate = match raw.artifact_crate {
+        None => None,
+        Some(c) => {
+            let crate_name = c.name.get_ref();
+            if crate_name.is_empty()
+                || !crate_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                || crate_name.starts_with('-')
+            {
+                return Err(cx.err(&c.name, format!("`{crate_name}` is not a crate name (lowercase letters, digits and `-`)")));
+            }
+            if *c.revision.get_ref() == 0 {
+                return Err(cx.err(&c.revision, format!("{} starts at 1", at("crate.revision"))));
+            }
+            let api = match c.api.as_ref().map(|a| a.get_ref().as_str()) {
+                None | Some("kiln") => CrateApi::Kiln,
+                Some("upstream") => CrateApi::Upstream,
+                Some(other) => return Err(cx.err(c.api.as_ref().unwrap(), format!("crate.api `{other}` is neither `kiln` nor `upstream`"))),
+            };
+            if !matches!(source, Source::Crate { .. }) {
+                return Err(
+                    cx.err(&c.name, format!("set `{name}` packages crates, which carry the source crate's version: its source must be a crate"))
+                );
+            }
+            if api == CrateApi::Upstream && staticlib.as_ref().is_none_or(|l| l.ffi.is_none()) {
+                return Err(cx.err(
+                    &c.name,
+                    format!(
+                        "set `{name}`: crate.api = \"upstream\" links a static library that defines the source's ffi: give {}",
+                        at("staticlib.ffi")
+                    ),
+                ));
+            }
+            if api == CrateApi::Kiln && staticlib.is_none() {
+                return Err(cx.err(
+                    &c.name,
+                    format!("set `{name}`: kiln's crate API carries the static library's `ffi` module; the set has no static library"),
+                ));
+            }
+            Some(ArtifactCrate { name: crate_name.clone(), revision: *c.revision.get_ref(), api, cudart: c.cudart.map(|s| s.into_inner()) })
+        }
+    };
+    let default = raw.default.is_none_or(|d| *d.get_ref());
+    Ok(KernelSet { name: name.to_string(), default, source, modules, staticlib, include, inputs, targets, flags, artifact_crate })
+}
