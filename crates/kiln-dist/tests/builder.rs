@@ -12,22 +12,10 @@ use std::{
 };
 
 use kiln_dist::{lock::Lock, Builder, KernelSet, LockMode, SetManifest, StaticLib};
+
+mod common;
+use common::{pins, repo, temp};
 use kiln_pins::{IncludeRoot, Pins};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn pins() -> Pins {
-    Pins::load(&repo().join("pins.toml")).unwrap()
-}
-
-fn temp(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-builder-{label}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn say(line: String) {
     eprintln!("{line}");
@@ -65,7 +53,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 #[test]
 fn the_example_folder_builds_through_the_builder_with_the_real_compilers() {
     let pins = pins();
-    let tmp = temp("example");
+    let tmp = temp("builder-example");
     let out = tmp.join("kernels");
     // What another project's xtask writes: a set, targets, a dist folder, a lock.
     let dist = Builder::new(&pins).set(example(&pins)).out(&out).lock_dir(&tmp).lock(LockMode::Update).build(&say).unwrap();
@@ -126,7 +114,7 @@ fn the_example_folder_builds_through_the_builder_with_the_real_compilers() {
 #[test]
 fn a_second_set_goes_beside_the_main_one_and_names_itself() {
     let pins = pins();
-    let tmp = temp("second");
+    let tmp = temp("builder-second");
     let out = tmp.join("dist");
     let mut probe = KernelSet::folder("probe", "kernels/probe", &pins).modules(["probe"]).targets(&["compute_80", "sm_90"]).unwrap();
     probe.default = false;
@@ -160,7 +148,7 @@ fn a_second_set_goes_beside_the_main_one_and_names_itself() {
 #[test]
 fn bad_sets_are_refused_naming_the_set_and_nothing_is_written() {
     let pins = pins();
-    let tmp = temp("bad");
+    let tmp = temp("builder-bad");
     let out = tmp.join("dist");
     let build = |sets: Vec<KernelSet>| {
         let mut b = Builder::new(&pins).out(&out).lock_dir(&tmp);
@@ -201,7 +189,7 @@ fn bad_sets_are_refused_naming_the_set_and_nothing_is_written() {
 #[test]
 fn a_kernel_that_fails_for_one_arch_names_set_module_and_arch_and_no_folder_changes() {
     let pins = pins();
-    let tmp = temp("fails");
+    let tmp = temp("builder-fails");
     let out = tmp.join("dist");
     let src = tmp.join("fragile");
     fs::create_dir_all(&src).unwrap();

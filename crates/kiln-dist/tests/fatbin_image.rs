@@ -12,17 +12,13 @@ mod choose;
 #[allow(dead_code)]
 mod fatbin;
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-};
+use std::{fs, path::PathBuf};
 
 use kiln_pins::Pins;
-use kiln_toolchain::{sysroot, Cache, Mount, Runner};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
+mod common;
+use common::repo;
+use kiln_toolchain::{sysroot, Cache, Mount, Runner};
 
 fn runner() -> Runner {
     let pins = Pins::load(&repo().join("pins.toml")).unwrap();

@@ -15,16 +15,11 @@ use std::{
 use kiln_build::{cuda, plan::INPUTS_AT, run_all, Arch, Kind, Plan};
 use kiln_dist::{graph, sources, Selection};
 use kiln_pins::{KernelSet, Pins, Sm};
-use kiln_toolchain::{sysroot, wheel, Cache, Mount, Runner};
+use kiln_toolchain::{wheel, Cache, Mount, Runner};
 use xshell::Shell;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn pins() -> Pins {
-    Pins::load(&repo().join("pins.toml")).unwrap()
-}
+mod common;
+use common::{pins, repo, runner};
 
 fn set(pins: &Pins) -> &KernelSet {
     pins.set("flash-attn").expect("pins.toml has the flash-attn set")
@@ -132,16 +127,11 @@ fn cutlass_comes_from_the_pinned_wheel_checked_against_its_record_and_is_cutlass
     fs::remove_dir_all(&dir).unwrap();
 }
 
-fn toolchain(pins: &Pins) -> Runner {
-    let cache = Cache::from_env().unwrap();
-    Runner::new(sysroot::provision(&cache, pins, 2, &say).unwrap()).unwrap()
-}
-
 #[test]
 fn the_include_scan_finds_every_header_nvcc_reads() {
     let pins = pins();
     let (plan, cache) = plan(&pins);
-    let runner = toolchain(&pins);
+    let runner = runner(&pins);
     let job = cuda::object_job(&plan, "flashattention", &plan.file("kernels/flash_api.cu", "test").unwrap(), &[Sm(80)], &[]).unwrap();
     // nvcc's own list of what it reads (-M), in the same sandbox with the same flags.
     let dir = cache.scratch("deps").unwrap();
@@ -165,7 +155,7 @@ fn the_include_scan_finds_every_header_nvcc_reads() {
 fn flash_api_compiles_through_the_set_for_sm_80_and_sm_90() {
     let pins = pins();
     let (plan, cache) = plan(&pins);
-    let runner = toolchain(&pins);
+    let runner = runner(&pins);
     let object = cuda::object_job(&plan, "flashattention", &plan.file("kernels/flash_api.cu", "test").unwrap(), &[Sm(80), Sm(90)], &[]).unwrap();
     let built = run_all(&runner, &cache, std::slice::from_ref(&object), &kiln_build::Options { workers: 1, ..Default::default() }, &say);
     let built = built.into_iter().next().unwrap().unwrap_or_else(|f| panic!("{f}"));
@@ -197,7 +187,7 @@ fn run_one(runner: &Runner, cache: &Cache, job: kiln_build::Job) -> PathBuf {
 fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
     let pins = pins();
     let (plan, cache) = plan(&pins);
-    let runner = toolchain(&pins);
+    let runner = runner(&pins);
     let sms = [Sm(80), Sm(90)];
     // A small library of real objects: flash_api.o, and kiln's example pair where
     // axpy_api.o calls a launcher defined in axpy_kernel.o (as flash_api.o calls the kernels').

@@ -5,27 +5,19 @@
 //! both ways, byte for byte; LLVM's unbundler takes every entry back out; then
 //! read back and checked by kiln-validate, which catches a swapped entry.
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{fs, path::Path, process::Command};
 
-use kiln_pins::Pins;
-use kiln_toolchain::{sysroot, Cache, Runner};
+mod common;
+use common::{repo, toolchain};
+use kiln_toolchain::Cache;
 
 const BUNDLER: &str = "/usr/lib/llvm-15/bin/clang-offload-bundler";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
 
 #[test]
 fn bundles_match_clang_offload_bundler_byte_for_byte() {
     assert!(Path::new(BUNDLER).is_file(), "{BUNDLER} is missing: `apt-get install clang-tools-15` (bash .ci/setup does)");
-    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
-    let cache = Cache::from_env().unwrap();
-    let runner = Runner::new(sysroot::provision(&cache, &pins, 4, &|l| eprintln!("{l}")).unwrap()).unwrap();
+    let (pins, runner) = toolchain();
+    let _cache = Cache::from_env().unwrap();
     let dir = std::env::temp_dir().join(format!("kiln-hipfb-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();

@@ -3,33 +3,14 @@
 //! more compiles, a failure stops only what reads from it (reported as not
 //! run), and every node, compile or step, is cached by content.
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-    sync::Mutex,
-};
+use std::{fs, sync::Mutex};
 
 use kiln_build::{cuda, run_graph, Node, Plan, Step};
-use kiln_pins::{Pins, Sm};
-use kiln_toolchain::{sysroot, Cache, Runner};
+use kiln_pins::Sm;
+use kiln_toolchain::Cache;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn toolchain() -> (Pins, Runner) {
-    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
-    let cache = Cache::from_env().unwrap();
-    let root = sysroot::provision(&cache, &pins, 4, &|l| eprintln!("{l}")).expect("the pinned toolchain provisions");
-    (pins, Runner::new(root).unwrap())
-}
-
-fn temp(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-graph-{label}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+use common::{repo, temp, toolchain};
 
 /// A step that writes the byte count of its input `in` as text.
 fn count<'a>(label: &str) -> Step<'a> {
@@ -51,7 +32,7 @@ fn count<'a>(label: &str) -> Step<'a> {
 #[test]
 fn steps_run_on_their_inputs_and_a_failure_stops_only_what_reads_it() {
     let (pins, runner) = toolchain();
-    let dir = temp("fail");
+    let dir = temp("graph-fail");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let plan = Plan::new(pins.main_set(), repo().join("kernels/probe"), repo().join("kernels/hip"));
     let file = plan.file("probe.cu", "the probe").unwrap();
@@ -122,7 +103,7 @@ fn steps_run_on_their_inputs_and_a_failure_stops_only_what_reads_it() {
 #[test]
 fn work_that_finishes_something_goes_before_more_compiles() {
     let (pins, runner) = toolchain();
-    let dir = temp("order");
+    let dir = temp("graph-order");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let plan = Plan::new(pins.main_set(), repo().join("kernels/probe"), repo().join("kernels/hip"));
     let file = plan.file("probe.cu", "the probe").unwrap();
@@ -145,7 +126,7 @@ fn work_that_finishes_something_goes_before_more_compiles() {
 #[test]
 fn the_archive_job_reads_its_objects_from_the_graph() {
     let (pins, runner) = toolchain();
-    let dir = temp("archive");
+    let dir = temp("graph-archive");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let plan = Plan::new(pins.main_set(), repo().join("kernels/probe"), repo().join("kernels/hip")).with_cuda_headers(repo().join("kernels/cuda"));
     let file = plan.file("probe.cu", "the probe").unwrap();

@@ -3,33 +3,15 @@
 //! structurally, rebuilt from other directories bit for bit, and cached by
 //! content. The toolchain is provisioned on first use (about 1.2 GB).
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-};
+use std::{fs, path::Path};
 
 use kiln_build::{cuda, hip, run_all, Job, Plan};
 use kiln_pins::{HipArch, Pins, Sm, Target};
-use kiln_toolchain::{sysroot, Cache, Runner};
+use kiln_toolchain::{Cache, Runner};
+
+mod common;
+use common::{repo, temp, toolchain};
 use kiln_validate::{cubin, hsaco, ptx};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn toolchain() -> (Pins, Runner) {
-    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
-    let cache = Cache::from_env().unwrap();
-    let root = sysroot::provision(&cache, &pins, 4, &|l| eprintln!("{l}")).expect("the pinned toolchain provisions");
-    (pins, Runner::new(root).unwrap())
-}
-
-fn temp(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-rc-{label}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -68,7 +50,7 @@ const PROBE_KERNELS: [&str; 3] = ["probe_gather_checked", "probe_saxpy_f32", "pr
 #[test]
 fn the_probe_compiles_for_every_kind_of_target_and_reads_back() {
     let (pins, runner) = toolchain();
-    let dir = temp("kinds");
+    let dir = temp("rc-kinds");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
     for (job, b) in &built {
@@ -114,7 +96,7 @@ fn builds_from_two_directories_and_caches_are_bit_identical() {
 #[test]
 fn a_no_op_rebuild_is_cached_and_a_shim_change_rebuilds_only_hip() {
     let (pins, runner) = toolchain();
-    let dir = temp("cache");
+    let dir = temp("rc-cache");
     copy_tree(&repo().join("kernels/hip"), &dir.join("shims"));
     let cache = Cache::at(dir.join("cache")).unwrap();
     let src = repo().join("kernels/probe");
@@ -139,7 +121,7 @@ fn a_no_op_rebuild_is_cached_and_a_shim_change_rebuilds_only_hip() {
 #[test]
 fn a_compile_error_names_the_job_and_keeps_its_log() {
     let (pins, runner) = toolchain();
-    let dir = temp("error");
+    let dir = temp("rc-error");
     fs::create_dir_all(dir.join("src")).unwrap();
     fs::write(dir.join("src/probe.cu"), "extern \"C\" __global__ void broken(float *x) { x[0] = undefined_name; }\n").unwrap();
     let cache = Cache::at(dir.join("cache")).unwrap();
@@ -160,7 +142,7 @@ fn a_compile_error_names_the_job_and_keeps_its_log() {
 #[test]
 fn validation_refuses_artifacts_for_another_arch() {
     let (pins, runner) = toolchain();
-    let dir = temp("wrongarch");
+    let dir = temp("rc-wrongarch");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
     let bytes = |arch: &str| fs::read(&built.iter().find(|(j, _)| j.arch.to_string() == arch).unwrap().1.path).unwrap();
@@ -182,7 +164,7 @@ fn validation_refuses_artifacts_for_another_arch() {
 #[test]
 fn a_damaged_cache_entry_is_moved_aside_and_rebuilt_never_used() {
     let (pins, runner) = toolchain();
-    let dir = temp("damaged");
+    let dir = temp("rc-damaged");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let src = repo().join("kernels/probe");
     let first = build(&runner, &pins, &src, &repo().join("kernels/hip"), &cache);
@@ -215,7 +197,7 @@ fn a_damaged_cache_entry_is_moved_aside_and_rebuilt_never_used() {
 fn cache_verify_finds_damage_and_gc_keeps_only_what_a_recorded_plan_uses() {
     use kiln_dist::cache_admin::{self, PlanRecord};
     let (pins, runner) = toolchain();
-    let dir = temp("gc");
+    let dir = temp("rc-gc");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
     let (checked, damaged) = cache_admin::verify(&cache, false).unwrap();
