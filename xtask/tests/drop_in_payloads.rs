@@ -86,8 +86,9 @@ fn damaged_payloads_are_refused_naming_the_artifact() {
     let dist = std::env::var_os("KILN_DIST_DIR").map_or_else(|| repo().join("target/dist"), PathBuf::from);
     let generated = dist.join("crates/src");
     assert!(generated.join("main/Cargo.toml").is_file(), "{} has no generated crates: run `cargo xtask dist` first", generated.display());
-    let tmp = std::env::temp_dir().join(format!("kiln-payloads-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&tmp);
+    // Removed when the test ends, passed or not.
+    let tmp = tempfile::Builder::new().prefix("kiln-payloads-").tempdir().unwrap();
+    let tmp = tmp.path();
     let sources = tmp.join("src");
     copy_tree(&generated, &sources);
     // Well-formed zstd, wrong content: another module's payload of the same kind.
@@ -118,5 +119,4 @@ fn damaged_payloads_are_refused_naming_the_artifact() {
     assert!(out.starts_with("error:") && out.contains("hip/gfx942/fill.hsaco") && out.contains("enable the crate's `gfx942` feature"), "{out}");
     let (_, out) = run_with(&exe, &["select", "sm_90"]);
     assert!(out.starts_with("ok cuda/sm_90/fill.cubin"), "{out}");
-    fs::remove_dir_all(&tmp).ok();
 }

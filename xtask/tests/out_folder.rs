@@ -1,13 +1,11 @@
 //! `cargo xtask dist --out` and `-j` as a user types them: a folder kiln did
 //! not write is refused before anything is built, and left exactly as it was.
 
-use std::{fs, path::PathBuf, process::Command};
+use std::{fs, process::Command};
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kiln-xtask-{name}-{}", std::process::id()));
-    fs::remove_dir_all(&d).ok();
-    fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh folder, removed when the test ends, passed or not.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("kiln-xtask-{name}-")).tempdir().unwrap()
 }
 
 fn dist(args: &[&str], cache: &std::path::Path) -> (bool, String) {
@@ -17,7 +15,8 @@ fn dist(args: &[&str], cache: &std::path::Path) -> (bool, String) {
 
 #[test]
 fn dist_refuses_an_out_folder_it_did_not_write() {
-    let d = scratch("out");
+    let tmp = scratch("out");
+    let d = tmp.path();
     let cache = d.join("cache");
     let mine = d.join("mydir");
     fs::create_dir_all(mine.join("sub")).unwrap();
@@ -38,13 +37,12 @@ fn dist_refuses_an_out_folder_it_did_not_write() {
     // `--out .` is the repository itself.
     let (ok, err) = dist(&["--out", "."], &cache);
     assert!(!ok && err.contains("did not write"), "{err}");
-    fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn zero_jobs_is_refused_with_a_reason() {
-    let d = scratch("jobs");
-    let (ok, err) = dist(&["-j", "0", "--out", d.join("out").to_str().unwrap()], &d);
+    let tmp = scratch("jobs");
+    let d = tmp.path();
+    let (ok, err) = dist(&["-j", "0", "--out", d.join("out").to_str().unwrap()], d);
     assert!(!ok && err.contains("0 jobs would run nothing"), "{err}");
-    fs::remove_dir_all(&d).unwrap();
 }

@@ -6,7 +6,7 @@ use std::{
     collections::BTreeMap,
     fs,
     io::{Read, Write},
-    path::{Path, PathBuf},
+    path::Path,
 };
 
 use kiln_container::{
@@ -17,11 +17,9 @@ use tar::{EntryType, Header};
 
 const EPOCH: u64 = 1_793_491_200;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-container-test-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh folder, removed when the test ends, passed or not.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("kiln-container-test-{name}-")).tempdir().unwrap()
 }
 
 /// An entry of a test archive: path, type, mode, uid, content (or link target).
@@ -115,7 +113,8 @@ fn listing(tar_bytes: &[u8]) -> Vec<(String, EntryType, u32, u64, u64, String)> 
 
 #[test]
 fn the_same_packages_give_the_same_bytes_whatever_their_timestamps() {
-    let dir = scratch("same");
+    let dir_tmp = scratch("same");
+    let dir = dir_tmp.path();
     let a = deb(&dir.join("a.deb"), &base_entries(), 1_000);
     let b = deb(&dir.join("b.deb"), &base_entries(), 2_000_000_000);
     let extras = [Extra::CaBundle("etc/ssl/certs/ca-certificates.crt".into())];
@@ -131,7 +130,8 @@ fn the_same_packages_give_the_same_bytes_whatever_their_timestamps() {
 
 #[test]
 fn entries_are_owned_by_root_stamped_once_and_parents_come_first() {
-    let dir = scratch("listing");
+    let dir_tmp = scratch("listing");
+    let dir = dir_tmp.path();
     let a = deb(&dir.join("a.deb"), &base_entries(), 1_000);
     let extras = [
         Extra::Dir(".kiln".into(), 0o755),
@@ -165,13 +165,15 @@ fn entries_are_owned_by_root_stamped_once_and_parents_come_first() {
 
 #[test]
 fn a_path_from_two_packages_is_refused_naming_both() {
-    let dir = scratch("conflict");
+    let dir_tmp = scratch("conflict");
+    let dir = dir_tmp.path();
     let a = deb(&dir.join("first.deb"), &base_entries(), 1);
     let b = deb(&dir.join("second.deb"), &[E("./usr/bin/tool", EntryType::Regular, 0o755, 0, "other")], 1);
     let e = format!("{:#}", write(&[a, b], &[]).unwrap_err());
     assert!(e.contains("/usr/bin/tool") && e.contains("first.deb") && e.contains("second.deb"), "{e}");
     // The same directory from both is fine; with another mode it is not.
-    let dir2 = scratch("conflict-dir");
+    let dir2_tmp = scratch("conflict-dir");
+    let dir2 = dir2_tmp.path();
     let a = deb(&dir2.join("first.deb"), &base_entries(), 1);
     let b = deb(&dir2.join("second.deb"), &[E("./usr/", EntryType::Directory, 0o755, 0, ""), E("./tmp/", EntryType::Directory, 0o755, 0, "")], 1);
     let e = format!("{:#}", write(&[a, b], &[]).unwrap_err());
@@ -180,7 +182,8 @@ fn a_path_from_two_packages_is_refused_naming_both() {
 
 #[test]
 fn a_file_below_a_symlinked_directory_is_refused() {
-    let dir = scratch("below-link");
+    let dir_tmp = scratch("below-link");
+    let dir = dir_tmp.path();
     let a = deb(&dir.join("base.deb"), &base_entries(), 1);
     let b = deb(&dir.join("old.deb"), &[E("./bin/sh", EntryType::Regular, 0o755, 0, "")], 1);
     let e = format!("{:#}", write(&[a, b], &[]).unwrap_err());
@@ -189,7 +192,8 @@ fn a_file_below_a_symlinked_directory_is_refused() {
 
 #[test]
 fn packages_owned_by_anyone_but_root_are_refused() {
-    let dir = scratch("owner");
+    let dir_tmp = scratch("owner");
+    let dir = dir_tmp.path();
     let a = deb(&dir.join("a.deb"), &[E("./srv/", EntryType::Directory, 0o755, 1000, "")], 1);
     let e = format!("{:#}", write(&[a], &[]).unwrap_err());
     assert!(e.contains("owned by 1000:0"), "{e}");
@@ -197,7 +201,8 @@ fn packages_owned_by_anyone_but_root_are_refused() {
 
 #[test]
 fn rust_components_land_below_the_prefix_without_installer_files() {
-    let dir = scratch("rust");
+    let dir_tmp = scratch("rust");
+    let dir = dir_tmp.path();
     let top = "rustc-9.9.9-x86_64-unknown-linux-gnu";
     let entries = vec![
         E("rustc-9.9.9-x86_64-unknown-linux-gnu/install.sh", EntryType::Regular, 0o755, 1000, "#!/bin/sh\n"),
@@ -216,7 +221,8 @@ fn rust_components_land_below_the_prefix_without_installer_files() {
 
 #[test]
 fn a_missing_certificate_source_is_an_error_not_an_empty_bundle() {
-    let dir = scratch("no-certs");
+    let dir_tmp = scratch("no-certs");
+    let dir = dir_tmp.path();
     let a = deb(&dir.join("a.deb"), &[E("./etc/", EntryType::Directory, 0o755, 0, "")], 1);
     let e = format!("{:#}", write(&[a], &[Extra::CaBundle("etc/ca.crt".into())]).unwrap_err());
     assert!(e.contains("no certificates") && e.contains("ca-certificates"), "{e}");
@@ -241,7 +247,8 @@ fn image(dir: &Path, input: &Input) -> oci::Image {
 
 #[test]
 fn an_image_written_twice_has_one_digest_and_reads_back() {
-    let dir = scratch("oci");
+    let dir_tmp = scratch("oci");
+    let dir = dir_tmp.path();
     let input = deb(&dir.join("a.deb"), &base_entries(), 1);
     let one = image(&dir.join("one.oci"), &input);
     let two = image(&dir.join("two.oci"), &input);
@@ -267,7 +274,8 @@ fn an_image_written_twice_has_one_digest_and_reads_back() {
 /// `.deb` is read from a pipe, whose reads come in whatever sizes the pipe had.
 #[test]
 fn the_layer_is_the_same_however_its_input_is_split() {
-    let dir = scratch("chunks");
+    let dir_tmp = scratch("chunks");
+    let dir = dir_tmp.path();
     // Compressible, but not trivially: text with a running counter.
     let data: Vec<u8> = (0..400_000u32).flat_map(|i| format!("line {i} of {}\n", i % 977).into_bytes()).collect();
     let mut digests = Vec::new();

@@ -80,7 +80,8 @@ fn builds_from_two_directories_and_caches_are_bit_identical() {
     let mut outputs = Vec::new();
     for side in ["a", "b"] {
         // Different absolute paths for sources, shims and cache: none may leak into the output.
-        let dir = temp(&format!("det-{side}")).join(format!("clone-{side}-deeper"));
+        let tmp = temp(&format!("det-{side}"));
+        let dir = tmp.join(format!("clone-{side}-deeper"));
         copy_tree(&repo().join("kernels/probe"), &dir.join("src"));
         copy_tree(&repo().join("kernels/hip"), &dir.join("shims"));
         let cache = Cache::at(dir.join("cache")).unwrap();

@@ -6,7 +6,6 @@ use std::{
     fs,
     io::{BufRead, BufReader, Write},
     net::TcpListener,
-    path::PathBuf,
     sync::Arc,
 };
 
@@ -51,11 +50,9 @@ fn serve(files: HashMap<String, Vec<u8>>) -> String {
     format!("http://{addr}")
 }
 
-fn temp(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-dl-{label}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh folder, removed when the test ends, passed or not: bind it for as long as it is used.
+fn temp(label: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("kiln-dl-{label}-")).tempdir().unwrap()
 }
 
 fn deb(body: &[u8]) -> Deb {
@@ -73,7 +70,8 @@ fn deb(body: &[u8]) -> Deb {
 fn a_download_with_the_pinned_hash_is_kept() {
     let body = b"the pinned bytes".to_vec();
     let url = serve(HashMap::from([("/f".to_string(), body.clone())]));
-    let dir = temp("good");
+    let tmp = temp("good");
+    let dir = tmp.path();
     let dest = dir.join("f");
     fetch::download_verified(&Shell::new().unwrap(), &format!("{url}/f"), &fetch::sha256_bytes(&body), "f", &dest).unwrap();
     assert_eq!(fs::read(&dest).unwrap(), body);
@@ -83,7 +81,8 @@ fn a_download_with_the_pinned_hash_is_kept() {
 #[test]
 fn a_hash_mismatch_stops_and_leaves_nothing_behind() {
     let url = serve(HashMap::from([("/f".to_string(), b"tampered bytes".to_vec())]));
-    let dir = temp("bad");
+    let tmp = temp("bad");
+    let dir = tmp.path();
     let dest = dir.join("f");
     let pinned = fetch::sha256_bytes(b"the pinned bytes");
     let err = fetch::download_verified(&Shell::new().unwrap(), &format!("{url}/f"), &pinned, "hello 1.0", &dest).unwrap_err();
@@ -92,7 +91,7 @@ fn a_hash_mismatch_stops_and_leaves_nothing_behind() {
     assert_eq!(mismatch.actual, fetch::sha256_bytes(b"tampered bytes"));
     let text = err.to_string();
     assert!(text.contains("hello 1.0") && text.contains(&pinned) && text.contains("discarded"), "{text}");
-    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "no file and no .part left");
+    assert_eq!(fs::read_dir(dir).unwrap().count(), 0, "no file and no .part left");
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -105,7 +104,8 @@ fn mirrors_are_tried_in_order_but_a_wrong_hash_never_falls_through() {
     let evil = serve(HashMap::from([(format!("/{}", d.path), b"other bytes".to_vec())]));
     let sh = Shell::new().unwrap();
 
-    let cache = Cache::at(temp("mirrors")).unwrap();
+    let tmp = temp("mirrors");
+    let cache = Cache::at(tmp.path().to_path_buf()).unwrap();
     let got = fetch::fetch_deb(&sh, &cache, &[empty.clone(), good.clone()], &d).unwrap();
     assert_eq!(fs::read(&got).unwrap(), body);
     assert_eq!(got.file_name().unwrap().to_string_lossy(), format!("{}.deb", d.sha256), "cached by content");
@@ -122,19 +122,22 @@ fn mirrors_are_tried_in_order_but_a_wrong_hash_never_falls_through() {
     assert!(err.downcast_ref::<HashMismatch>().is_some(), "{err:#}");
     assert!(!got.exists(), "neither the damaged copy nor the mirror's bytes are kept");
 
-    let cache = Cache::at(temp("evil")).unwrap();
+    let tmp = temp("evil");
+    let cache = Cache::at(tmp.path().to_path_buf()).unwrap();
     let err = fetch::fetch_deb(&sh, &cache, &[evil, good], &d).unwrap_err();
     assert!(err.downcast_ref::<HashMismatch>().is_some(), "{err:#}");
 
-    let cache = Cache::at(temp("none")).unwrap();
+    let tmp = temp("none");
+    let cache = Cache::at(tmp.path().to_path_buf()).unwrap();
     let err = fetch::fetch_deb(&sh, &cache, &[empty], &d).unwrap_err().to_string();
     assert!(err.contains("could not download hello 1.0-1") && err.contains("404"), "{err}");
 }
 
 #[test]
 fn kiln_cache_dir_moves_the_cache() {
-    let dir = temp("env");
-    std::env::set_var(kiln_toolchain::cache::ENV, &dir);
+    let tmp = temp("env");
+    let dir = tmp.path();
+    std::env::set_var(kiln_toolchain::cache::ENV, dir);
     let cache = Cache::from_env().unwrap();
     assert_eq!(cache.root(), dir.canonicalize().unwrap());
     assert!(cache.debs().starts_with(dir.canonicalize().unwrap()));
@@ -142,7 +145,8 @@ fn kiln_cache_dir_moves_the_cache() {
 
 #[test]
 fn racing_publishers_leave_one_whole_entry() {
-    let cache = Cache::at(temp("race")).unwrap();
+    let tmp = temp("race");
+    let cache = Cache::at(tmp.path().to_path_buf()).unwrap();
     let dest = cache.objects().join("entry");
     let handles: Vec<_> = (0..8)
         .map(|i| {
@@ -170,7 +174,8 @@ fn what_a_download_killed_mid_way_leaves_is_never_taken_for_the_package() {
     let body = b"the whole package".to_vec();
     let d = deb(&body);
     let good = serve(HashMap::from([(format!("/{}", d.path), body.clone())]));
-    let cache = Cache::at(temp("killed")).unwrap();
+    let tmp = temp("killed");
+    let cache = Cache::at(tmp.path().to_path_buf()).unwrap();
     fs::create_dir_all(cache.debs()).unwrap();
     let dest = cache.debs().join(format!("{}.deb", d.sha256));
     fs::write(dest.with_extension("part.999999"), &body[..5]).unwrap();

@@ -3,10 +3,7 @@
 //! uses part of it.)
 #![allow(dead_code)]
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use kiln_pins::Pins;
 use kiln_toolchain::{sysroot, Cache, Runner};
@@ -32,10 +29,26 @@ pub fn toolchain() -> (Pins, Runner) {
     (pins, runner)
 }
 
-/// A fresh, empty folder for one test of one file (`label`, e.g. `graph-archive`).
-pub fn temp(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-{label}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh, empty folder for one test of one file (`label`, e.g. `graph-archive`),
+/// removed when the test ends, passed or not: bind it for as long as it is used.
+pub fn temp(label: &str) -> Temp {
+    Temp(tempfile::Builder::new().prefix(&format!("kiln-{label}-")).tempdir().unwrap())
+}
+
+pub struct Temp(tempfile::TempDir);
+impl std::ops::Deref for Temp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+impl From<&Temp> for PathBuf {
+    fn from(t: &Temp) -> PathBuf {
+        t.0.path().to_path_buf()
+    }
+}
+impl AsRef<Path> for Temp {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
 }
