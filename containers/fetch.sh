@@ -2,8 +2,9 @@
 # fetch.sh LIST DEST [MIRROR...]: downloads every file LIST names into DEST as
 # <sha256>.<extension>, each checked against its sha256 before it is kept.
 #
-# LIST is one of the generated containers/*/packages.txt or rust.txt: lines of
-# `<sha256> <size> <path>`, `#` lines are comments. A path that is a URL is
+# LIST is one of the generated containers/*/packages.txt, rust.txt or wheels.txt:
+# lines of `<sha256> <size> <path>` (size `-` where the pin has none: PyPI wheels),
+# `#` lines are comments. A path that is a URL is
 # fetched from there; any other is tried below each MIRROR in turn (the mirrors
 # of pins.toml [toolchain]). A file whose sha256 is not the listed one stops
 # the build: it is never retried from another mirror, as kiln's own fetch does.
@@ -47,7 +48,7 @@ grep -v '^#' "$list" | while read -r sha size path; do
     echo "fetch.sh: sha256 mismatch for $got: pinned $sha, got $actual; the download was discarded" >&2
     exit 1
   fi
-  if [ "$(wc -c < "$out.part")" -ne "$size" ]; then
+  if [ "$size" != "-" ] && [ "$(wc -c < "$out.part")" -ne "$size" ]; then
     rm -f "$out.part"
     echo "fetch.sh: $got is not the pinned $size bytes" >&2
     exit 1

@@ -43,7 +43,13 @@ pub fn run(pins_path: &Path, mut args: Args) -> Result<()> {
         args.oci = true;
     }
     let repo = crate::project_root();
-    let mut pins = crate::load_pins(pins_path)?;
+    let mut pins = if args.update {
+        // The closures being replaced may no longer match an edited [containers] table.
+        let text = std::fs::read_to_string(pins_path).with_context(|| format!("cannot read {}", pins_path.display()))?;
+        Pins::parse(pins_path, &kiln_pins::without_container_closures(&text))?
+    } else {
+        crate::load_pins(pins_path)?
+    };
     if args.update {
         let cache = Cache::from_env()?;
         pins = update(pins_path, &pins, &cache)?;

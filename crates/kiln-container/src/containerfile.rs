@@ -63,6 +63,12 @@ pub fn generate(pins: &Pins) -> Result<Vec<(PathBuf, Vec<u8>)>> {
         rust.push_str(&format!("{} {} {}\n", r.sha256, r.size, r.url));
     }
     files.push((dir.join("rust.txt"), rust.into_bytes()));
+    let mut wheels =
+        String::from("# Generated from pins.toml by `cargo xtask container`: sha256, size (- : not pinned), URL of each wheel the image carries.\n");
+    for w in crate::builder_wheels(pins) {
+        wheels.push_str(&format!("{} - {}\n", w.sha256, w.url));
+    }
+    files.push((dir.join("wheels.txt"), wheels.into_bytes()));
 
     let mut finish = Vec::new();
     for extra in crate::builder_extras(pins)? {
@@ -91,9 +97,10 @@ pub fn generate(pins: &Pins) -> Result<Vec<(PathBuf, Vec<u8>)>> {
         "# The download stage only lends its apt-helper, sha256sum, dpkg-deb and tar:".into(),
         "# nothing of it reaches the image.".into(),
         format!("FROM {base} AS fetch"),
-        "COPY containers/fetch.sh containers/builder/packages.txt containers/builder/rust.txt /kiln-fetch/".into(),
+        "COPY containers/fetch.sh containers/builder/packages.txt containers/builder/rust.txt containers/builder/wheels.txt /kiln-fetch/".into(),
         format!("RUN sh /kiln-fetch/fetch.sh /kiln-fetch/packages.txt /kiln-fetch/files {mirrors} \\"),
-        " && sh /kiln-fetch/fetch.sh /kiln-fetch/rust.txt /kiln-fetch/files".into(),
+        " && sh /kiln-fetch/fetch.sh /kiln-fetch/rust.txt /kiln-fetch/files \\".into(),
+        " && sh /kiln-fetch/fetch.sh /kiln-fetch/wheels.txt /kiln-fetch/files".into(),
         "# Unpacked in the listed order, with no maintainer scripts: the closure leaves out".into(),
         "# the GPU runtime libraries the CUDA toolkit's package depends on, so no package".into(),
         "# installer would take it; compiling never loads them.".into(),
@@ -113,10 +120,15 @@ pub fn generate(pins: &Pins) -> Result<Vec<(PathBuf, Vec<u8>)>> {
         "    done; rm -rf /tmp/rust".into(),
         "COPY containers/builder/rootfs/ /rootfs/".into(),
         format!("RUN set -eu; \\\n    {}", finish.join("; \\\n    ")),
+        "# The toolchain's pinned wheels, which a dist in the image then needs no download for.".into(),
+        format!(
+            "RUN set -eu; grep -v '^#' /kiln-fetch/wheels.txt | while read -r sha size url; do cp \"/kiln-fetch/files/$sha.whl\" /rootfs/{}/; done",
+            crate::WHEELS_DIR
+        ),
         String::new(),
         "FROM scratch".into(),
         "COPY --from=fetch /rootfs/ /".into(),
-        format!("ENV {BUILDER_PATH} HOME=/root"),
+        format!("ENV {BUILDER_PATH} HOME=/root {}", crate::oci::builder_wheels_env()),
         label("builder", &b.name, "kiln's builder: the pinned CUDA and ROCm compilers as the root filesystem, for cargo xtask dist")
             .trim_end()
             .to_string(),

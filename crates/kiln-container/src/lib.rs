@@ -25,10 +25,10 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use kiln_pins::{Containers, Pins, RustComponent};
+use kiln_pins::{Containers, Pins, RustComponent, WheelPin};
 use kiln_toolchain::{
-    fetch::{self, sha256_file},
-    sysroot, Cache,
+    fetch::{self, sha256_bytes, sha256_file},
+    sysroot, wheel, Cache,
 };
 use rootfs::{Extra, Input};
 use xshell::Shell;
@@ -58,12 +58,26 @@ pub fn closures(pins: &Pins) -> Result<kiln_pins::ContainerClosures> {
     Ok(c)
 }
 
+/// Where the builder keeps the toolchain's pinned wheels (`<sha256>.whl`), and
+/// points [`wheel::SEED_ENV`] at: a dist in the image downloads none of them.
+pub const WHEELS_DIR: &str = ".kiln/wheels";
+
+/// The toolchain's pinned wheels, which the builder carries in [`WHEELS_DIR`].
+pub fn builder_wheels(pins: &Pins) -> Vec<&WheelPin> {
+    pins.toolchain.ptxas.iter().collect()
+}
+
 /// The files the builder adds to the unpacked closures, in the order they are
-/// written. The Containerfile makes the same ones ([`containerfile`]).
+/// written. The Containerfile makes the same ones ([`containerfile`]); the
+/// wheels of [`builder_wheels`] are added after them (fetched, not generated).
 pub fn builder_extras(pins: &Pins) -> Result<Vec<Extra>> {
     let closure = pins.closure()?;
     let record = serde_json::to_string_pretty(&sysroot::record(closure))?;
-    let mut out = vec![Extra::Dir(".kiln".into(), 0o755), Extra::File(sysroot::RECORD.into(), 0o644, record.into_bytes())];
+    let mut out = vec![
+        Extra::Dir(".kiln".into(), 0o755),
+        Extra::File(sysroot::RECORD.into(), 0o644, record.into_bytes()),
+        Extra::Dir(WHEELS_DIR.into(), 0o755),
+    ];
     // Where the sandbox mounts kiln's inputs; bubblewrap needs them to exist in `/`.
     out.push(Extra::Dir("kiln".into(), 0o755));
     for dir in sysroot::MOUNT_POINTS {
@@ -145,7 +159,16 @@ pub fn build(cache: &Cache, pins: &Pins, outputs: &Outputs, say: &(dyn Fn(String
         fetch::verify_file(&path, &r.sha256, &format!("{} {} (cached)", r.name, r.version))?;
         inputs.push(Input::RustArchive { path, what: format!("{} {}", r.name, r.version), prefix: "usr/local".into() });
     }
-    let extras = builder_extras(pins)?;
+    let mut extras = builder_extras(pins)?;
+    for pin in builder_wheels(pins) {
+        let path = wheel::fetch_wheel(&sh, cache, pin)?;
+        let bytes = fs::read(&path)?;
+        // Re-hashed as read: these bytes become a published image.
+        if sha256_bytes(&bytes) != pin.sha256 {
+            bail!("{} changed while it was read (sha256 is no longer the pinned {}): run the build again", path.display(), pin.sha256);
+        }
+        extras.push(Extra::File(format!("{WHEELS_DIR}/{}.whl", pin.sha256), 0o644, bytes));
+    }
 
     let epoch = c.source_date_epoch;
     let layer = match &outputs.oci {

@@ -91,6 +91,11 @@ pub struct History {
 }
 
 /// The builder image's environment: what `cargo xtask dist` needs to find.
+/// `KILN_WHEELS=/.kiln/wheels`: where a dist in the builder finds the toolchain's wheels.
+pub fn builder_wheels_env() -> String {
+    format!("{}=/{}", kiln_toolchain::wheel::SEED_ENV, crate::WHEELS_DIR)
+}
+
 pub const BUILDER_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The builder's image config for a root filesystem whose tar hashes to `diff_id`.
@@ -112,7 +117,12 @@ pub fn builder_config(pins: &Pins, diff_id: &str) -> Result<ImageConfig> {
         created: created.clone(),
         architecture: "amd64".into(),
         os: "linux".into(),
-        config: RunConfig { env: vec![BUILDER_PATH.into(), "HOME=/root".into()], cmd: vec!["/bin/bash".into()], working_dir: "/".into(), labels },
+        config: RunConfig {
+            env: vec![BUILDER_PATH.into(), "HOME=/root".into(), builder_wheels_env()],
+            cmd: vec!["/bin/bash".into()],
+            working_dir: "/".into(),
+            labels,
+        },
         rootfs: RootFs { kind: "layers".into(), diff_ids: vec![format!("sha256:{diff_id}")] },
         history: vec![History {
             created,

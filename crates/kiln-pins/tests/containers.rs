@@ -114,6 +114,24 @@ fn a_toolchain_update_keeps_the_container_closures_and_regenerating_is_stable() 
 }
 
 #[test]
+fn an_edited_table_is_refused_until_updated_and_the_update_can_read_it() {
+    let (_, text) = real();
+    let from = "include = [\"bubblewrap\", ";
+    assert!(text.contains(from), "the fixture edit no longer applies to pins.toml");
+    let edited = text.replacen(from, "include = [\"hello\", \"bubblewrap\", ", 1);
+    let e = Pins::parse(Path::new("pins.toml"), &edited).expect_err("a root its closure lacks");
+    assert!(e.message.contains("includes `hello` but its generated closure is missing it"), "{e}");
+    assert!(e.to_string().contains("cargo xtask container --update"), "{e}");
+    // What `container --update` reads: the same file less the stale closures, which loads.
+    let bare = kiln_pins::without_container_closures(&edited);
+    let p = Pins::parse(Path::new("pins.toml"), &bare).unwrap();
+    let c = p.containers.as_ref().unwrap();
+    assert!(c.builder.packages.include.iter().any(|r| r.package == "hello") && c.builder.packages.closure.is_none());
+    assert_eq!(p.closure().unwrap().debs.len(), Pins::parse(Path::new("pins.toml"), &text).unwrap().closure().unwrap().debs.len());
+    assert_eq!(kiln_pins::without_container_closures(&bare), bare, "nothing more to cut");
+}
+
+#[test]
 fn a_pin_file_without_the_table_still_loads() {
     let (_, text) = real();
     let start = text.find("\n[containers]\n").unwrap();

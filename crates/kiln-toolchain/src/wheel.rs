@@ -76,14 +76,43 @@ pub fn tool(sh: &Shell, cache: &Cache, pin: &WheelPin, member: &str) -> Result<T
     Ok(Tool { path, sha256, origin })
 }
 
+/// A read-only folder of pinned wheels (`<sha256>.whl`) that an image carries:
+/// kiln's builder image sets it to its `/.kiln/wheels`, so that a dist in it
+/// needs no download (and no curl) for the toolchain's wheels.
+pub const SEED_ENV: &str = "KILN_WHEELS";
+
 /// The cached wheel, checked against its pin before every use; a damaged one
-/// is fetched again, and a download with other bytes fails closed.
+/// is fetched again (from [`SEED_ENV`]'s folder when it holds the wheel, else
+/// from its URL), and other bytes fail closed.
 pub fn fetch_wheel(sh: &Shell, cache: &Cache, pin: &WheelPin) -> Result<PathBuf> {
+    let seeds = std::env::var_os(SEED_ENV).filter(|d| !d.is_empty()).map(PathBuf::from);
+    fetch_wheel_seeded(sh, cache, pin, seeds.as_deref())
+}
+
+fn fetch_wheel_seeded(sh: &Shell, cache: &Cache, pin: &WheelPin, seeds: Option<&Path>) -> Result<PathBuf> {
     let dir = cache.wheels();
     fs::create_dir_all(&dir)?;
     let dest = dir.join(format!("{}.whl", pin.sha256));
     let what = format!("{} {} ({})", pin.package, pin.version, pin.file_name());
     if fetch::reuse_if_intact(&dest, &pin.sha256, &what)? {
+        return Ok(dest);
+    }
+    if let Some(seed) = seeds.map(|d| d.join(format!("{}.whl", pin.sha256))).filter(|f| f.is_file()) {
+        // Checked as copied: the copy is what kiln then uses.
+        let part = dest.with_extension("whl.part");
+        fs::copy(&seed, &part).with_context(|| format!("cannot copy {} into {}", seed.display(), dir.display()))?;
+        let actual = sha256_file(&part)?;
+        if actual != pin.sha256 {
+            let _ = fs::remove_file(&part);
+            bail!(
+                "{} ({SEED_ENV}) is not the pinned {what}: its sha256 is {actual}, pins.toml says {}\n  \
+                 That folder holds the wheels an image was built with: rebuild the image from this pins.toml, \
+                 or unset {SEED_ENV} to download the wheel",
+                seed.display(),
+                pin.sha256
+            );
+        }
+        fs::rename(&part, &dest)?;
         return Ok(dest);
     }
     download_verified(sh, &pin.url, &pin.sha256, &what, &dest).map_err(|e| match e.downcast::<HashMismatch>() {
@@ -461,6 +490,36 @@ mod tests {
         let e = tool(&sh, &cache, &pin, "pkg/bin/other").unwrap_err();
         assert!(format!("{e:#}").contains("RECORD lists no sha256 for pkg/bin/other"), "{e:#}");
         fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_seeded_wheel_is_used_without_a_download_and_a_wrong_one_stops() {
+        let root = tempfile::Builder::new().prefix("kiln-wheel-seed-").tempdir().unwrap();
+        let root = root.path();
+        let wheel = zip_file(&[("pkg/bin/tool", b"tool")], 0);
+        // A URL nothing answers: the wheel can only come from the seed folder.
+        let pin = WheelPin {
+            package: "pkg".into(),
+            version: "1.0".into(),
+            url: format!("file://{}/gone.whl", root.display()),
+            sha256: sha256_bytes(&wheel),
+        };
+        let seeds = root.join("seeds");
+        fs::create_dir_all(&seeds).unwrap();
+        fs::write(seeds.join(format!("{}.whl", pin.sha256)), &wheel).unwrap();
+        let sh = Shell::new().unwrap();
+
+        let cache = Cache::at(root.join("cache")).unwrap();
+        let got = fetch_wheel_seeded(&sh, &cache, &pin, Some(&seeds)).unwrap();
+        assert_eq!(fs::read(&got).unwrap(), wheel);
+        // Without the seed (or with another wheel's), it is a download, which fails here.
+        let empty = Cache::at(root.join("cache2")).unwrap();
+        assert!(fetch_wheel_seeded(&sh, &empty, &pin, None).is_err());
+        // A seed with other bytes under the pinned name stops, naming it, and leaves nothing.
+        fs::write(seeds.join(format!("{}.whl", pin.sha256)), b"not the wheel").unwrap();
+        let e = format!("{:#}", fetch_wheel_seeded(&sh, &empty, &pin, Some(&seeds)).unwrap_err());
+        assert!(e.contains(&seeds.display().to_string()) && e.contains(SEED_ENV) && e.contains("is not the pinned pkg 1.0"), "{e}");
+        assert_eq!(fs::read_dir(empty.wheels()).unwrap().count(), 0, "no wheel and no .part left");
     }
 
     /// A RECORD line for `data` at `name`, as pip writes it.
