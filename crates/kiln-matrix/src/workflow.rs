@@ -379,12 +379,17 @@ fn shard_job(o: &mut Out, m: &Matrix) {
     kiln_cache_step(o, m, &format!("shard-${{{{ matrix.shard }}}}-of-{n}"));
     o.line(3, "- name: Build this shard's part of the dist");
     o.line(4, "run: cargo xtask dist --shard \"$KILN_SHARD\" --locked --out target/dist-part");
-    o.uses(3, "Upload the part", &m.actions.upload_artifact);
+    upload(o, m, "Upload the part", &format!("{PART_ARTIFACT_PREFIX}${{{{ matrix.shard }}}}"), "target/dist-part", 1);
+}
+
+/// A step uploading `path` as the artifact `name`, which a later job needs: a missing path fails the job.
+fn upload(o: &mut Out, m: &Matrix, title: &str, name: &str, path: &str, retention_days: u32) {
+    o.uses(3, title, &m.actions.upload_artifact);
     o.line(4, "with:");
-    o.line(5, &format!("name: {PART_ARTIFACT_PREFIX}${{{{ matrix.shard }}}}"));
-    o.line(5, "path: target/dist-part");
+    o.line(5, &format!("name: {name}"));
+    o.line(5, &format!("path: {path}"));
     o.line(5, "if-no-files-found: error");
-    o.line(5, "retention-days: 1");
+    o.line(5, &format!("retention-days: {retention_days}"));
 }
 
 fn merge_job(o: &mut Out, m: &Matrix) {
@@ -408,12 +413,7 @@ fn merge_job(o: &mut Out, m: &Matrix) {
     // Checked against each other, the plan of this commit and artifacts.lock,
     // then assembled here (static library, bundles, crates) and read back.
     o.line(4, &format!("run: cargo xtask dist merge --locked \"$RUNNER_TEMP\"/kiln/parts/{PART_ARTIFACT_PREFIX}*"));
-    o.uses(3, "Upload the dist folder", &m.actions.upload_artifact);
-    o.line(4, "with:");
-    o.line(5, &format!("name: {DIST_ARTIFACT}"));
-    o.line(5, "path: target/dist");
-    o.line(5, "if-no-files-found: error");
-    o.line(5, "retention-days: 7");
+    upload(o, m, "Upload the dist folder", DIST_ARTIFACT, "target/dist", 7);
 }
 
 fn build_job(o: &mut Out, m: &Matrix) {
@@ -437,12 +437,7 @@ fn build_job(o: &mut Out, m: &Matrix) {
              printf '%s\\n' \"$GITHUB_WORKSPACE\" > target/kiln-tests/{WORKSPACE_FILE}"
         ),
     );
-    o.uses(3, "Upload the test archive", &m.actions.upload_artifact);
-    o.line(4, "with:");
-    o.line(5, &format!("name: {TESTS_ARTIFACT}"));
-    o.line(5, "path: target/kiln-tests");
-    o.line(5, "if-no-files-found: error");
-    o.line(5, "retention-days: 7");
+    upload(o, m, "Upload the test archive", TESTS_ARTIFACT, "target/kiln-tests", 7);
 }
 
 /// `gfx<major><minor><stepping>` as KFD's `gfx_target_version` writes it:
