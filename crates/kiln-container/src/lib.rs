@@ -58,13 +58,20 @@ pub fn closures(pins: &Pins) -> Result<kiln_pins::ContainerClosures> {
     Ok(c)
 }
 
-/// Where the builder keeps the toolchain's pinned wheels (`<sha256>.whl`), and
-/// points [`wheel::SEED_ENV`] at: a dist in the image downloads none of them.
+/// Where the builder keeps the pinned wheels (`<sha256>.whl`), and points
+/// [`wheel::SEED_ENV`] at: a dist in the image downloads none of them (it has no curl).
 pub const WHEELS_DIR: &str = ".kiln/wheels";
 
-/// The toolchain's pinned wheels, which the builder carries in [`WHEELS_DIR`].
+/// Every pinned wheel, which the builder carries in [`WHEELS_DIR`]: the
+/// toolchain's (Blackwell's ptxas) and each kernel set's inputs (CUTLASS), once each.
 pub fn builder_wheels(pins: &Pins) -> Vec<&WheelPin> {
-    pins.toolchain.ptxas.iter().collect()
+    let mut out: Vec<&WheelPin> = Vec::new();
+    for w in pins.toolchain.ptxas.iter().chain(pins.sets.iter().flat_map(|s| s.inputs.iter().map(|i| &i.wheel))) {
+        if !out.iter().any(|o| o.sha256 == w.sha256) {
+            out.push(w);
+        }
+    }
+    out
 }
 
 /// The files the builder adds to the unpacked closures, in the order they are

@@ -72,3 +72,27 @@ fn a_closure_resolved_on_another_toolchain_is_refused() {
     let e = containerfile::check(&repo(), &pins).unwrap_err().to_string();
     assert!(e.contains("resolved on top of toolchain 000000000000") && e.contains("cargo xtask container --update"), "{e}");
 }
+
+#[test]
+fn the_builder_carries_every_pinned_wheel_once_and_points_kiln_at_them() {
+    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
+    let wheels = kiln_container::builder_wheels(&pins);
+    let ptxas = pins.toolchain.ptxas.as_ref().expect("pins.toml pins a ptxas wheel");
+    let cutlass = &pins.sets.iter().find(|s| s.name == "flash-attn").expect("the flash-attn set").inputs[0].wheel;
+    let shas: Vec<&str> = wheels.iter().map(|w| w.sha256.as_str()).collect();
+    assert_eq!(shas, [ptxas.sha256.as_str(), cutlass.sha256.as_str()], "the toolchain's, then each set's, once each");
+    let files = containerfile::generate(&pins).unwrap();
+    let list = files.iter().find(|(p, _)| p.ends_with("builder/wheels.txt")).map(|(_, b)| String::from_utf8_lossy(b).into_owned()).unwrap();
+    for w in &wheels {
+        assert!(list.contains(&format!("{} - {}", w.sha256, w.url)), "{list}");
+    }
+    let cf = files.iter().find(|(p, _)| p.ends_with("builder/Containerfile")).map(|(_, b)| String::from_utf8_lossy(b).into_owned()).unwrap();
+    assert!(cf.contains("KILN_WHEELS=/.kiln/wheels") && cf.contains("/rootfs/.kiln/wheels/"), "{cf}");
+    // A set input that is the toolchain's own wheel is carried once.
+    let text = std::fs::read_to_string(repo().join("pins.toml")).unwrap();
+    let same = text.replacen(&cutlass.sha256, &ptxas.sha256, 1).replacen(&cutlass.url, &ptxas.url, 1);
+    assert_ne!(same, text, "the fixture edit no longer applies to pins.toml");
+    let same = Pins::parse(&repo().join("pins.toml"), &same).unwrap();
+    let shas: Vec<String> = kiln_container::builder_wheels(&same).iter().map(|w| w.sha256.clone()).collect();
+    assert_eq!(shas, [ptxas.sha256.clone()]);
+}
