@@ -76,6 +76,8 @@ fn an_empty_local_cache_is_fed_entirely_by_a_warm_remote_without_compiling() {
         c
     });
     assert!(!o.status.success() && text(&o).contains("compiling is turned off"), "{}", text(&o));
+    // It failed before any log was written: no empty log path is offered.
+    assert!(!text(&o).contains("log: )"), "{}", text(&o));
 }
 
 #[test]

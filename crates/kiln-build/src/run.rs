@@ -47,6 +47,16 @@ impl Failed {
     pub fn skipped(&self) -> bool {
         self.not_run
     }
+
+    /// ` (<what>: <log>)`, or nothing for a job that failed before it wrote a log
+    /// (a cache miss under `--no-compile`): an empty path would only puzzle.
+    fn log_note(&self, what: &str) -> String {
+        if self.log.as_os_str().is_empty() {
+            String::new()
+        } else {
+            format!(" ({what}: {})", self.log.display())
+        }
+    }
 }
 
 impl fmt::Display for Failed {
@@ -54,7 +64,7 @@ impl fmt::Display for Failed {
         if self.skipped() {
             write!(f, "{}: {}", self.job, self.tail)
         } else {
-            write!(f, "{} failed (full log: {})\n{}", self.job, self.log.display(), self.tail)
+            write!(f, "{} failed{}\n{}", self.job, self.log_note("full log"), self.tail)
         }
     }
 }
@@ -276,7 +286,7 @@ pub fn run_graph(runner: &Runner, cache: &Cache, nodes: &[Node], opts: &Options,
                     say(format!("{} built  {} ({:.1} s)", stamp(k), nodes[i], b.seconds));
                 }
                 Err(f) if f.skipped() => say(format!("{} not run {} ({})", stamp(k), nodes[i], f.tail)),
-                Err(f) => say(format!("{} FAILED {} (log: {})", stamp(k), nodes[i], f.log.display())),
+                Err(f) => say(format!("{} FAILED {}{}", stamp(k), nodes[i], f.log_note("log"))),
             }
             let ok = r.is_ok();
             st.results[i] = Some(r);
