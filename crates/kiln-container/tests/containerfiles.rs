@@ -93,6 +93,6 @@ fn the_builder_carries_every_pinned_wheel_once_and_points_kiln_at_them() {
     let same = text.replacen(&cutlass.sha256, &ptxas.sha256, 1).replacen(&cutlass.url, &ptxas.url, 1);
     assert_ne!(same, text, "the fixture edit no longer applies to pins.toml");
     let same = Pins::parse(&repo().join("pins.toml"), &same).unwrap();
-    let shas: Vec<String> = kiln_container::builder_wheels(&same).iter().map(|w| w.sha256.clone()).collect();
-    assert_eq!(shas, [ptxas.sha256.clone()]);
+    let shas: Vec<&str> = kiln_container::builder_wheels(&same).iter().map(|w| w.sha256.as_str()).collect();
+    assert_eq!(shas, [ptxas.sha256.as_str()]);
 }
