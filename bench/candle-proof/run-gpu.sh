@@ -19,6 +19,9 @@
 #   KILN_PROOF_UNPACK      where to unpack (default: a temp dir)
 #   KILN_PTX_ARCH          (kiln) hand the driver that PTX level instead of SASS: the JIT fallback
 #   FILTER                 run only the tests whose names contain it (libtest's filter)
+#   KILN_PROOF_PACK, KILN_PROOF_NAME, KILN_PROOF_BIN
+#                          another proof's packs (bench/flash-attn): the folder of <v>.tar.xz,
+#                          the archive's top folder prefix (<name>-<v>), the test binary in it
 # The runtime libraries candle-core links (libcublas.so.13, libcublasLt.so.13,
 # libcurand.so.10, libnvrtc.so.13, and for upstream libcudart.so.13) come from the
 # nvidia wheels torch installed (nvidia/cu13/lib); libcuda.so.1 is the driver's.
@@ -28,6 +31,9 @@ OUT="${OUT:?set OUT to the folder the results go to}"
 mkdir -p "$OUT"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 THREADS="${THREADS:-8}"
+PACKDIR="${KILN_PROOF_PACK:-$REPO/target/candle-proof}"
+NAME="${KILN_PROOF_NAME:-candle-proof}"
+BIN="${KILN_PROOF_BIN:-all_tests}"
 [ $# -gt 0 ] || set -- kiln upstream
 
 libdirs="${KILN_PROOF_LIBDIRS:-}"
@@ -60,32 +66,32 @@ base="${KILN_PROOF_UNPACK:-$(mktemp -d /tmp/candle-proof.XXXXXX)}"
 mkdir -p "$base"
 overall=0
 for v in "$@"; do
-  archive="$REPO/target/candle-proof/$v.tar.xz"
+  archive="$PACKDIR/$v.tar.xz"
   [ -f "$archive" ] || { echo "$archive was not carried" | tee -a "$OUT/error.txt" >&2; overall=1; continue; }
   if [ -f "$archive.sha256" ] && [ "$(sha256sum "$archive" | cut -d' ' -f1)" != "$(cat "$archive.sha256")" ]; then
     echo "$archive: sha256 mismatch" | tee -a "$OUT/error.txt" >&2; overall=1; continue
   fi
-  rm -rf "$base/candle-proof-$v"
+  rm -rf "$base/$NAME-$v"
   unpack "$archive" "$base"
-  dir="$base/candle-proof-$v"
+  dir="$base/$NAME-$v"
   cp "$dir/cuda-tests.txt" "$OUT/cuda-tests-$v.txt"
   cp "$dir/info.json" "$OUT/$v-info.json"
   {
     echo "variant: $v"; echo "date: $(date -u +%FT%TZ)"; echo "host: $(uname -a)"
     echo "THREADS=$THREADS CUDA_CACHE_DISABLE=${CUDA_CACHE_DISABLE:-} LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv 2>&1 || true
-    echo "--- ldd"; ldd "$dir/all_tests" 2>&1
+    echo "--- ldd"; ldd "$dir/$BIN" 2>&1
   } > "$OUT/$v-env.txt"
   cd "$dir"
-  ./all_tests --list > "$OUT/$v-list.txt" 2>&1
+  "./$BIN" --list > "$OUT/$v-list.txt" 2>&1
   echo $? > "$OUT/$v-list.rc"
-  cache=$(mktemp -d /tmp/candle-proof-jit.XXXXXX)
+  cache=$(mktemp -d "/tmp/$NAME-jit.XXXXXX")
   runs=(cold)
   [ "${WARM:-1}" = 0 ] || runs+=(warm)
   for run in "${runs[@]}"; do
     t0=$(date +%s.%N)
     CUDA_CACHE_PATH="$cache" CUDA_CACHE_MAXSIZE=4294967296 RUST_BACKTRACE=1 \
-      ./all_tests --test-threads="$THREADS" ${FILTER:+"$FILTER"} > "$OUT/$v-$run.txt" 2>&1
+      "./$BIN" --test-threads="$THREADS" ${FILTER:+"$FILTER"} > "$OUT/$v-$run.txt" 2>&1
     rc=$?
     t1=$(date +%s.%N)
     echo $rc > "$OUT/$v-$run.rc"

@@ -54,25 +54,7 @@ EOF
 done
 
 # 2. kiln's crates ------------------------------------------------------------
-python3 - "$KILN_CRATES" "$WORK/kiln-crates" > "$WORK/kiln/patch.toml" <<'PY'
-import hashlib, json, os, shutil, sys, tarfile
-crates_dir, dest = sys.argv[1], sys.argv[2]
-shutil.rmtree(dest, ignore_errors=True)
-os.makedirs(dest)
-entries = json.load(open(os.path.join(crates_dir, "crates.json")))
-print("\n# Added by kiln's bench/candle-proof: kiln's packaged crates, unpacked from")
-print(f"# {crates_dir} (sha256 checked against crates.json).")
-print("[patch.crates-io]")
-for e in entries:
-    path = os.path.join(os.path.dirname(crates_dir), e["file"])
-    data = open(path, "rb").read()
-    got = hashlib.sha256(data).hexdigest()
-    if got != e["sha256"]:
-        sys.exit(f"{path}: sha256 {got}, crates.json says {e['sha256']}")
-    with tarfile.open(path, "r:gz") as t:
-        t.extractall(dest, filter="data")
-    print(f'{e["name"]} = {{ path = "{dest}/{e["name"]}-{e["version"]}" }}  # sha256 {got}')
-PY
+python3 "$HERE/unpack-crates.py" "$WORK/kiln-crates" "$KILN_CRATES" > "$WORK/kiln/patch.toml"
 names=$(sed -n 's/^\([a-z0-9-]*\) = { path.*/\1/p' "$WORK/kiln/patch.toml")
 echo "$names" | grep -qx candle-kernels || { echo "kiln's dist has no crate named candle-kernels (the shim a [patch.crates-io] needs)" >&2; exit 1; }
 cat "$WORK/kiln/patch.toml" >> "$WORK/kiln/candle-core-$CANDLE_CORE_VERSION/Cargo.toml"

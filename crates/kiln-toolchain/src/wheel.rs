@@ -78,7 +78,8 @@ pub fn tool(sh: &Shell, cache: &Cache, pin: &WheelPin, member: &str) -> Result<T
 
 /// A read-only folder of pinned wheels (`<sha256>.whl`) that an image carries:
 /// kiln's builder image sets it to its `/.kiln/wheels`, so that a dist in it
-/// needs no download (and no curl) for the toolchain's wheels.
+/// needs no download (and no curl) for any pinned wheel: the toolchain's
+/// (ptxas) and each set's wheel inputs (CUTLASS).
 pub const SEED_ENV: &str = "KILN_WHEELS";
 
 /// The cached wheel, checked against its pin before every use; a damaged one

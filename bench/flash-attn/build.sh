@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The consumer build of candle-flash-attn 0.11.1, timed, both variants from clean target
+# dirs in the same run on this machine (bench/flash-attn/setup.sh first):
+#   upstream: candle-flash-attn and candle-kernels from crates.io; their build.rs run
+#             nvcc (CUDA 13.0, CUDA_COMPUTE_CAP=90: sm_90a, the H100's), CUTLASS by hand;
+#   kiln:     both patched to kiln's crates; no nvcc anywhere (asserted).
+# One cargo call per variant: `cargo build --release --offline --locked --tests` (every
+# dependency and the test binary), with no network at all (`unshare -n`: no interface
+# but loopback), as a machine without GitHub builds.
+# cudaforge runs thread_percentage(0.5) of the cores: one nvcc at a time on 2 cores.
+# FA_UPSTREAM_THREADS (default 2) overrides that through CUDAFORGE_THREADS, in upstream's
+# favour, so that its build fits in a session; the figure says which it used.
+# Results: $FA_RESULTS/<v>.json, <v>-build.log, upstream-nvcc.log (per nvcc: wall, user,
+# sys, max RSS KiB, argv).
+# Usage: build.sh [variant...]
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+[ $# -gt 0 ] && FA_VARIANTS=("$@")
+THREADS_UP="${FA_UPSTREAM_THREADS:-2}"
+mkdir -p "$FA_RESULTS"
+command -v unshare >/dev/null || { echo "unshare (util-linux) is needed" >&2; exit 1; }
+
+clean_path() {
+  local out="" d
+  IFS=: read -ra dirs <<< "$PATH"
+  for d in "${dirs[@]}"; do [ -e "$d/nvcc" ] || out="${out:+$out:}$d"; done
+  echo "$out"
+}
+
+for v in "${FA_VARIANTS[@]}"; do
+  dir="$FA_WORK/$v/fa-consumer"
+  tdir="$FA_WORK/target-$v"
+  log="$FA_RESULTS/$v-build.log"
+  nvcclog="$FA_RESULTS/$v-nvcc.log"
+  rm -rf "$tdir"; : > "$nvcclog"
+  (
+    cd "$dir"
+    export CARGO_TARGET_DIR="$tdir" CUDA_HOME="$LINKROOT" KILN_PROOF_NVCC_LOG="$nvcclog" CARGO_NET_OFFLINE=true
+    unset CUDA_PATH CUDA_ROOT CUDA_TOOLKIT_ROOT_DIR NVCC NVCC_CCBIN CUDA_COMPUTE_CAP RUSTC_WRAPPER CUDAFORGE_THREADS
+    if [ "$v" = upstream ]; then
+      export NVCC="$FA_WORK/nvcc-time/bin/nvcc" PATH="$FA_WORK/git-shim:$FA_WORK/nvcc-time/bin:$(clean_path)"
+      export CUDA_COMPUTE_CAP=$UPSTREAM_COMPUTE_CAP CUDAFORGE_HOME="$FA_WORK/cudaforge" CUDAFORGE_THREADS=$THREADS_UP
+      nvcc_seen="$(command -v nvcc)"
+    else
+      export PATH="$(clean_path)"
+      if command -v nvcc >/dev/null; then echo "kiln variant: nvcc is on PATH" >&2; exit 1; fi
+      for p in /usr/local/cuda /opt/cuda /usr/lib/cuda /usr; do
+        [ -e "$p/bin/nvcc" ] && { echo "kiln variant: $p/bin/nvcc exists" >&2; exit 1; }
+      done
+      nvcc_seen=none
+    fi
+    echo "== $v: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) nvcc=$nvcc_seen" > "$log"
+    load0=$(cut -d' ' -f1 /proc/loadavg)
+    t0=$(date +%s.%N)
+    unshare -n /usr/bin/time -f "%e %U %S %M" -o "$log.time" \
+      cargo build --release --offline --locked --tests >> "$log" 2>&1 \
+      || { echo "$v: cargo build failed; the end of $log:" >&2; tail -n 40 "$log" >&2; exit 1; }
+    wall=$(echo "$(date +%s.%N) - $t0" | bc)
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    exe=$(unshare -n cargo test --release --offline --locked --test "$FA_TEST" --no-run --message-format=json 2>/dev/null \
+          | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable")][-1])')
+    python3 - "$v" "$wall" "$log.time" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "${CUDAFORGE_THREADS:-}" > "$FA_RESULTS/$v.json" <<'PY'
+import json, os, subprocess, sys
+v, wall, timef, nvcclog, exe, load0, load1, nvcc_seen, threads = sys.argv[1:]
+t = open(timef).read().split()
+runs = []
+for line in open(nvcclog):
+    f = line.split(" ", 4)
+    if len(f) == 5 and ".cu" in f[4]:
+        cu = [a for a in f[4].split() if a.endswith(".cu")]
+        runs.append({"file": os.path.basename(cu[-1]) if cu else "?", "wall_s": float(f[0]),
+                     "cpu_s": round(float(f[1]) + float(f[2]), 1), "peak_mib": int(f[3]) // 1024})
+def out(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
+print(json.dumps({
+    "variant": v, "wall_s": round(float(wall), 1), "user_s": float(t[1]), "sys_s": float(t[2]),
+    "nvcc_on_path": nvcc_seen, "cudaforge_threads": threads or None, "nvcc_compiles": len(runs),
+    "nvcc_cpu_s": round(sum(r["cpu_s"] for r in runs), 1), "nvcc": runs,
+    "test_binary": exe, "test_binary_bytes": os.path.getsize(exe),
+    "needed": [l.split("[")[1].rstrip("]") for l in out(["readelf", "-d", exe]).splitlines() if "(NEEDED)" in l],
+    "loadavg_start": float(load0), "loadavg_end": float(load1), "nproc": os.cpu_count(),
+    "rustc": out(["rustc", "--version"]), "profile": "release, default -j, no network (unshare -n)",
+}, indent=2))
+PY
+  ) || exit 1
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["variant"] + ":", d["wall_s"], "s wall,", d["nvcc_compiles"], "nvcc compiles,", d["nvcc_cpu_s"], "CPU-s of nvcc; test binary", d["test_binary_bytes"], "bytes")' "$FA_RESULTS/$v.json"
+done
