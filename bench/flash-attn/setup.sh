@@ -60,6 +60,9 @@ half = { version = "2.3.1", features = ["num-traits"] }
 
 [dev-dependencies]
 anyhow = { version = "1", features = ["backtrace"] }
+# Upstream's tests call candle_nn::ops::softmax; its dev-dependency is a path in the
+# workspace, which the published Cargo.toml drops (Cargo.toml.orig has it).
+candle-nn = { version = "=0.11.1", features = ["cuda"] }
 
 [[test]]
 name = "$FA_TEST"

@@ -71,6 +71,10 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
             key_text.push_str(&format!("upstream {} {}\n", f.strip_prefix(w.source_root).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
         }
     }
+    let input_licenses = crate::sources::input_licenses(cache, set)?;
+    for l in &input_licenses {
+        key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, fetch::sha256_bytes(l.text.as_bytes())));
+    }
     let key = cache_key(runner, &artifact_crate.name, &version, &key_text, &sources.trees(), &ffi_rs)?;
     let cached = cache.objects().join("packages").join(&key);
     if cached.join(CRATES_JSON).is_file() {
@@ -109,6 +113,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         ffi_rs: &ffi_rs,
         sources: &sources,
         toolchain: &toolchain,
+        input_licenses: &input_licenses,
         kiln_version: env!("CARGO_PKG_VERSION"),
     };
     say(format!("packaging {} {version} crates", artifact_crate.name));

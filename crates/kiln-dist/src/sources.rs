@@ -60,6 +60,23 @@ pub fn inputs(cache: &Cache, set: &KernelSet, say: &dyn Fn(String)) -> Result<Ve
     Ok(out)
 }
 
+/// The licence texts of the set's inputs that name one (`[sets.<name>.inputs.<input>.license]`),
+/// each read out of its checked wheel and matched against the wheel's RECORD.
+pub fn input_licenses(cache: &Cache, set: &KernelSet) -> Result<Vec<kiln_package::LicenseText>> {
+    let mut out = Vec::new();
+    for input in &set.inputs {
+        let Some(license) = &input.license else { continue };
+        let sh = Shell::new()?;
+        let bytes = wheel::member(&sh, cache, &input.wheel, &license.file)
+            .with_context(|| format!("set `{}`, input `{}`: its licence {}", set.name, input.name, license.file))?;
+        let text = String::from_utf8(bytes).with_context(|| format!("set `{}`, input `{}`: {} is not UTF-8", set.name, input.name, license.file))?;
+        // Named for the licence and the input: `cargo xtask publish` looks for the SPDX name's text.
+        let file = format!("LICENSE-{}-{}", license.spdx, input.name.to_ascii_uppercase());
+        out.push(kiln_package::LicenseText { file, spdx: license.spdx.clone(), text });
+    }
+    Ok(out)
+}
+
 /// sha256 over `<sha256>  <relative path>` lines of every file below `root`, sorted by path.
 pub fn listing_sha256(root: &Path) -> Result<String> {
     let mut files = Vec::new();

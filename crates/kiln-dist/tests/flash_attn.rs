@@ -175,6 +175,11 @@ fn flash_api_compiles_through_the_set_for_sm_80_and_sm_90() {
     // flash_api.cu itself launches nothing: the kernels are in the other 52 objects, which it calls.
     let calls = kiln_package::slices::undefined(&fs::read(&built.path).unwrap()).unwrap();
     assert!(calls.iter().any(|s| s.contains("run_mha_fwd_")), "flash_api.o calls the kernels' launchers: {calls:?}");
+    // Deterministic: compiled again into an empty cache, the fat object (host code with
+    // nvcc's temporary names, two cubins) is byte for byte the one dist stores and locks.
+    let empty = common::temp("fa-determinism");
+    let again = run_one(&runner, &Cache::at(PathBuf::from(&empty)).unwrap(), object.clone());
+    assert!(fs::read(&again).unwrap() == fs::read(&built.path).unwrap(), "{} and {} differ", again.display(), built.path.display());
 }
 
 /// Runs one job (compile or archive) and returns its cached output.
@@ -305,6 +310,19 @@ fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
     assert_eq!(deps1["kiln-candle-kernels-cudart"]["version"].as_str(), Some("=0.11.1"));
     assert!(fs::read_to_string(gen.join("parts/ffi-1/src/lib.rs")).unwrap().contains("extern crate kiln_candle_flash_attn_ffi_2 as _;"));
     assert_eq!(part(0)["dependencies"].as_table().unwrap().keys().collect::<Vec<_>>(), ["kiln-candle-kernels-cudart"]);
+    // The parts hold compiled CUTLASS: its BSD-3-Clause text, out of the pinned wheel (checked against
+    // RECORD), beside kiln's; the drop-in holds only upstream's Rust, under upstream's licence.
+    let cutlass = set.input("cutlass").unwrap();
+    let cutlass_license =
+        kiln_toolchain::wheel::member(&xshell::Shell::new().unwrap(), &cache, &cutlass.wheel, &cutlass.license.as_ref().unwrap().file).unwrap();
+    assert!(String::from_utf8_lossy(&cutlass_license).contains("Redistribution and use in source and binary forms"));
+    for i in 0..3 {
+        assert_eq!(part(i)["package"]["license"].as_str(), Some("(MIT OR Apache-2.0) AND BSD-3-Clause"));
+        assert_eq!(fs::read(gen.join(format!("parts/ffi-{i}/LICENSE-BSD-3-Clause-CUTLASS"))).unwrap(), cutlass_license);
+        assert!(gen.join(format!("parts/ffi-{i}/LICENSE-MIT")).is_file() && gen.join(format!("parts/ffi-{i}/LICENSE-APACHE")).is_file());
+    }
+    assert_eq!(cargo["package"]["license"].as_str(), Some("MIT OR Apache-2.0"));
+    assert!(!gen.join("drop-in/LICENSE-BSD-3-Clause-CUTLASS").exists());
     fs::remove_dir_all(&work).unwrap();
 }
 

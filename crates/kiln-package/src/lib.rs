@@ -14,6 +14,7 @@
 pub mod cargo;
 pub mod compress;
 pub mod generate;
+pub use generate::LicenseText;
 pub mod parts;
 pub mod record;
 pub mod slices;

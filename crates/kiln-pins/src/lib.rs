@@ -23,7 +23,7 @@ pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers
 pub use error::PinError;
 pub use raw::SCHEMA;
 pub use reach::{cuda_version, SassBy};
-pub use sets::{ArtifactCrate, CrateApi, IncludeRoot, KernelSet, Source, StaticLib, TreeInput};
+pub use sets::{ArtifactCrate, CrateApi, IncludeRoot, InputLicense, KernelSet, Source, StaticLib, TreeInput};
 
 /// The pin file kiln uses when none is named: `pins.toml` at the repository root.
 pub const FILE_NAME: &str = "pins.toml";

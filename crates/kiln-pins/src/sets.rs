@@ -133,6 +133,20 @@ pub struct TreeInput {
     pub wheel: WheelPin,
     /// The folder inside the wheel, e.g. `cutlass_library/source/include`.
     pub tree: String,
+    /// The input's licence, which the crates holding code compiled from it carry.
+    pub license: Option<InputLicense>,
+}
+
+/// A licence text inside an input's wheel: the static library's part crates
+/// hold code compiled from the input (CUTLASS's templates), so they carry the
+/// text as `LICENSE-<SPDX>-<INPUT>` and name it in their `license` expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputLicense {
+    /// The file in the wheel, checked against its RECORD
+    /// (`nvidia_cutlass-3.5.0.0.dist-info/LICENSE.txt`).
+    pub file: String,
+    /// Its SPDX identifier (`BSD-3-Clause`).
+    pub spdx: String,
 }
 
 /// The crates a set is packaged into.
@@ -337,6 +351,14 @@ struct RawInput {
     url: S<String>,
     sha256: S<String>,
     tree: S<String>,
+    license: Option<S<RawInputLicense>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInputLicense {
+    file: S<String>,
+    spdx: S<String>,
 }
 
 /// Each key, when present, replaces the global `[targets]` one.
@@ -496,7 +518,21 @@ fn check_set(
         if !relative_path(input.tree.get_ref()) {
             return Err(cx.err(&input.tree, format!("`{}` is not a folder inside the wheel", input.tree.get_ref())));
         }
-        inputs.push(TreeInput { name: input_name.into_inner(), wheel, tree: input.tree.into_inner().trim_end_matches('/').to_string() });
+        let license = match input.license {
+            None => None,
+            Some(l) => {
+                let l = l.into_inner();
+                if !relative_path(l.file.get_ref()) || l.file.get_ref().ends_with('/') {
+                    return Err(cx.err(&l.file, format!("`{}` is not a file inside the wheel", l.file.get_ref())));
+                }
+                let spdx = l.spdx.get_ref();
+                if spdx.is_empty() || !spdx.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.+".contains(&b)) {
+                    return Err(cx.err(&l.spdx, format!("`{spdx}` is not an SPDX licence identifier (BSD-3-Clause, MIT, ...)")));
+                }
+                Some(InputLicense { file: l.file.into_inner(), spdx: l.spdx.into_inner() })
+            }
+        };
+        inputs.push(TreeInput { name: input_name.into_inner(), wheel, tree: input.tree.into_inner().trim_end_matches('/').to_string(), license });
     }
     let mut include = Vec::new();
     for inc in &raw.include {

@@ -147,6 +147,7 @@ version = "1.0"
 url = "https://files.pythonhosted.org/packages/x/some_headers-1.0-py3-none-any.whl"
 sha256 = "4ec3ab4820dd4ae3ebc2c5ddf23352b0dc90f779435284e7dce822006adc51f6"
 tree = "pkg/include"
+license = { file = "some_headers-1.0.dist-info/LICENSE.txt", spdx = "BSD-3-Clause" }
 
 [sets.extra.staticlib]
 name = "extralib"
@@ -167,6 +168,9 @@ fn a_second_set_has_its_own_inputs_includes_and_flags_and_the_rest_is_the_global
     assert_eq!(pins.default_sets().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle"]);
     assert_eq!(extra.include, [kiln_pins::IncludeRoot::Input("headers".into()), kiln_pins::IncludeRoot::Source("kernels".into())]);
     assert_eq!(extra.input("headers").unwrap().tree, "pkg/include");
+    let license = extra.input("headers").unwrap().license.clone().unwrap();
+    assert_eq!((license.file.as_str(), license.spdx.as_str()), ("some_headers-1.0.dist-info/LICENSE.txt", "BSD-3-Clause"));
+    assert_eq!(pins.set("flash-attn").unwrap().input("cutlass").unwrap().license.as_ref().unwrap().spdx, "BSD-3-Clause", "CUTLASS's licence");
     assert_eq!(extra.flags.cuda_staticlib, ["-O3", "-Xcompiler", "-fPIC"]);
     assert_eq!(extra.flags.cuda, pins.flags.cuda, "a key the set does not give is the global one");
     assert_eq!(extra.targets.all(), pins.targets.all());
@@ -189,6 +193,11 @@ fn sets_that_clash_or_do_not_add_up_are_refused_naming_the_set() {
     let e =
         with_set(&FLASH.replace("source = { crate = \"some-kernels\", version = \"1.0.0\",", "source = { crate = \"some-kernels\",")).unwrap_err();
     assert!(e.message.contains("sets.extra.source is neither a crate"), "{e}");
+    // An input's licence must be a file of the wheel with an SPDX identifier.
+    let e = with_set(&FLASH.replace("spdx = \"BSD-3-Clause\"", "spdx = \"BSD 3 clause\"")).unwrap_err();
+    assert!(e.message.contains("`BSD 3 clause` is not an SPDX licence identifier"), "{e}");
+    let e = with_set(&FLASH.replace("file = \"some_headers-1.0.dist-info/LICENSE.txt\"", "file = \"../LICENSE\"")).unwrap_err();
+    assert!(e.message.contains("`../LICENSE` is not a file inside the wheel"), "{e}");
     // A bad sha256 of a set's source.
     let e = with_set(&FLASH.replace("e8f233a5", "E8F233A5")).unwrap_err();
     assert!(e.message.contains("is not a sha256"), "{e}");

@@ -204,6 +204,14 @@ pub fn tree(sh: &Shell, cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tre
     Ok(Tree { path: root, files, origin })
 }
 
+/// One file of the pinned wheel (a licence text, say), read out of the
+/// checked wheel and matched against the sha256 its RECORD lists.
+pub fn member(sh: &Shell, cache: &Cache, pin: &WheelPin, name: &str) -> Result<Vec<u8>> {
+    let w = Wheel::open(sh, cache, pin)?;
+    let entry = entries(&w.bytes)?.into_iter().find(|e| e.name == name).with_context(|| format!("{} holds no {name}", w.what))?;
+    Ok(w.checked(name, || read_entry(&w.bytes, &entry))?.0)
+}
+
 /// Hashes every file of an unpacked tree against its list; returns how many there are.
 fn verify_tree(dir: &Path) -> Result<usize> {
     let list = fs::read_to_string(dir.join(TREE_LIST)).with_context(|| format!("cannot read {}", dir.join(TREE_LIST).display()))?;

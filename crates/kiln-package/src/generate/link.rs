@@ -32,6 +32,9 @@ pub fn slices(g: &Gen) -> Result<Vec<Crate>> {
         let suffix = format!("ffi-{i}");
         let name = format!("{}-{suffix}", g.main);
         let dir = g.out.join("parts").join(&suffix);
+        // These pieces are the set's kernels, compiled: they carry its licence
+        // texts, and those of the inputs compiled into them (CUTLASS's).
+        let license = g.compiled_licenses(&dir)?;
         let mut deps: Vec<Dep> = slice
             .calls
             .iter()
@@ -47,10 +50,9 @@ pub fn slices(g: &Gen) -> Result<Vec<Crate>> {
             description: &format!("Part {i} of {}' prebuilt static library ({}: {}).", g.upstream().0, lib.arch, slice.members.join(", ")),
             system_libs: &["stdc++"],
             depends_on: &deps,
+            license: &license,
         };
         write_crate(g, &dir, &lib_crate)?;
-        // These pieces are candle's kernels, compiled: they carry its licence texts.
-        g.licenses(&dir)?;
         let z = dir_size(&dir.join("payload"))?;
         crates.push(Crate { name, dir, raw_bytes: slice.raw_bytes, payload_bytes: z, borrowed: false });
     }
@@ -76,6 +78,7 @@ pub fn cudart(g: &Gen) -> Result<Crate> {
         description: "NVIDIA's static CUDA runtime (libcudart_static.a, redistributable under the CUDA EULA's Attachment A), which the prebuilt static library calls; it loads libcuda.so.1 at run time.",
         system_libs: &["rt", "pthread", "dl"],
         depends_on: &[],
+        license: "",
     };
     write_crate_as(g, &dir, &lib_crate, main, version)?;
     g.licenses(&dir)?;
@@ -97,6 +100,8 @@ struct LinkCrate<'a> {
     system_libs: &'a [&'a str],
     /// The link crates whose libraries this one calls.
     depends_on: &'a [Dep],
+    /// The `license` expression (empty: the CUDA runtime's, a `license-file`).
+    license: &'a str,
 }
 
 fn write_crate(g: &Gen, dir: &Path, c: &LinkCrate) -> Result<()> {
@@ -141,7 +146,7 @@ fn write_crate_as(g: &Gen, dir: &Path, c: &LinkCrate, main: &str, version: &str)
     vars.insert("DESCRIPTION", c.description.to_string());
     vars.insert("MAIN", main.to_string());
     vars.insert("REPOSITORY", crate::sources::REPOSITORY.to_string());
-    vars.insert("LICENSE", if cudart { String::new() } else { "MIT OR Apache-2.0".into() });
+    vars.insert("LICENSE", c.license.to_string());
     vars.insert("EXTRA_PACKAGE", format!("build = \"build.rs\"\nlinks = \"{}\"\n", c.lib));
     vars.insert("DEPENDENCIES", deps);
     let mut toml = g.filled("part/Cargo.toml.in", &vars)?;

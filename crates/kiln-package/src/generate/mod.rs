@@ -55,7 +55,20 @@ pub struct Inputs<'a> {
     pub ffi_rs: &'a Path,
     pub sources: &'a Sources,
     pub toolchain: &'a ToolchainFiles,
+    /// Licences of the set's pinned inputs (CUTLASS's), which the static
+    /// library's part crates carry beside kiln's own.
+    pub input_licenses: &'a [LicenseText],
     pub kiln_version: &'a str,
+}
+
+/// A licence text a crate carries as `file`, named in its `license` as `spdx`.
+#[derive(Clone, Debug)]
+pub struct LicenseText {
+    /// `LICENSE-BSD-3-Clause-CUTLASS`.
+    pub file: String,
+    /// `BSD-3-Clause`.
+    pub spdx: String,
+    pub text: String,
 }
 
 /// One generated crate.

@@ -58,6 +58,22 @@ impl<'a> Gen<'a> {
         write(&dir.join("LICENSE-APACHE"), &self.apache)
     }
 
+    /// For a crate holding code compiled from the set's sources and inputs:
+    /// kiln's licence texts and the inputs' (`LICENSE-BSD-3-Clause-CUTLASS`); returns the
+    /// crate's `license` expression.
+    pub fn compiled_licenses(&self, dir: &Path) -> Result<String> {
+        self.licenses(dir)?;
+        let mut expr = String::from("MIT OR Apache-2.0");
+        if !self.inp.input_licenses.is_empty() {
+            expr = format!("({expr})");
+        }
+        for l in self.inp.input_licenses {
+            write(&dir.join(&l.file), &l.text)?;
+            expr = format!("{expr} AND {}", l.spdx);
+        }
+        Ok(expr)
+    }
+
     /// The source crate's name and version (`candle-kernels`, `0.11.1`).
     pub fn upstream(&self) -> (&str, &str) {
         match &self.inp.set.source {
