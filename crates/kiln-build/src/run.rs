@@ -78,6 +78,10 @@ pub struct Options {
     /// Compile jobs ([`crate::Kind::is_compile`]) must come from the local or
     /// remote cache: a miss fails the job instead of running the compiler.
     pub no_compile: bool,
+    /// Estimated seconds of each node, in the nodes' order (`None`: no
+    /// estimate, e.g. a step), for the time left that the heartbeat names;
+    /// empty: none is named.
+    pub estimates: Vec<Option<f64>>,
 }
 
 impl Default for Options {
@@ -87,6 +91,7 @@ impl Default for Options {
             verbose: false,
             heartbeat: Duration::from_secs(30),
             no_compile: false,
+            estimates: Vec::new(),
         }
     }
 }
@@ -331,7 +336,9 @@ pub fn run_graph(runner: &Runner, cache: &Cache, nodes: &[Node], opts: &Options,
                             format!("{} {}:{:02}", nodes[*i], e / 60, e % 60)
                         })
                         .collect();
-                    say(format!("{} running: {}", stamp(st.finished), list.join(", ")));
+                    let left = if opts.estimates.len() == total { time_left(&opts.estimates, &st, opts.workers) } else { None };
+                    let left = left.map(|s| format!("; {}", describe_left(s))).unwrap_or_default();
+                    say(format!("{} running: {}{left}", stamp(st.finished), list.join(", ")));
                 }
             }
         });
@@ -385,6 +392,54 @@ pub fn run_graph(runner: &Runner, cache: &Cache, nodes: &[Node], opts: &Options,
     }
     say(line);
     results
+}
+
+/// Seconds until the graph is done, from the nodes' estimates: those of the
+/// jobs not started, and what is left of the running ones, each scaled by how
+/// long the jobs built so far took against their estimates (a cost table
+/// measured on another machine is off by about one factor), spread over the
+/// workers but never less than the longest running job's remainder. `None`
+/// when nothing left has an estimate.
+fn time_left(estimates: &[Option<f64>], st: &State, workers: usize) -> Option<f64> {
+    let (mut took, mut expected) = (0.0, 0.0);
+    for (i, r) in st.results.iter().enumerate() {
+        if let (Some(Ok(b)), Some(e)) = (r, estimates[i]) {
+            if !b.cached && e > 0.0 {
+                took += b.seconds;
+                expected += e;
+            }
+        }
+    }
+    let scale = if expected > 0.0 { took / expected } else { 1.0 };
+    let mut known = false;
+    let mut running_left = Vec::new();
+    for (i, started) in &st.running {
+        if let Some(e) = estimates[*i] {
+            known = true;
+            running_left.push((e * scale - started.elapsed().as_secs_f64()).max(0.0));
+        }
+    }
+    let mut waiting = 0.0;
+    for (i, e) in estimates.iter().enumerate() {
+        if let Some(e) = e {
+            if st.results[i].is_none() && !st.running.iter().any(|(j, _)| *j == i) {
+                known = true;
+                waiting += e * scale;
+            }
+        }
+    }
+    let longest = running_left.iter().cloned().fold(0.0, f64::max);
+    known.then(|| ((waiting + running_left.iter().sum::<f64>()) / workers.max(1) as f64).max(longest))
+}
+
+/// `about 1 h 05 min left`, `about 4 min left`, `under a minute left`.
+fn describe_left(seconds: f64) -> String {
+    let m = (seconds / 60.0).round() as u64;
+    match m {
+        0 => "under a minute left".into(),
+        1..=59 => format!("about {m} min left"),
+        _ => format!("about {} h {:02} min left", m / 60, m % 60),
+    }
 }
 
 /// The cache key's text and the files to stage, for a node whose inputs are built.
@@ -486,5 +541,54 @@ fn run_node(
             f.tail = format!("  {}\n  {}", f.tail, tail.join("\n  "));
             Err(f)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(results: Vec<Option<Result<Built, Failed>>>, running: &[usize]) -> State {
+        let n = results.len();
+        State {
+            ready: BinaryHeap::new(),
+            waiting: vec![0; n],
+            results,
+            running: running.iter().map(|&i| (i, Instant::now())).collect(),
+            finished: 0,
+            built: 0,
+            job_seconds: 0.0,
+        }
+    }
+
+    fn built(seconds: f64, cached: bool) -> Option<Result<Built, Failed>> {
+        Some(Ok(Built { path: PathBuf::new(), key: String::new(), cached, seconds }))
+    }
+
+    #[test]
+    fn time_left_scales_the_estimates_by_the_jobs_built_so_far() {
+        let est = vec![Some(100.0), Some(100.0), Some(100.0), Some(100.0), Some(300.0), None];
+        // Nothing built yet: the estimates as they are, over two workers; the step has none.
+        let st = state(vec![None, None, None, None, None, None], &[]);
+        assert_eq!(time_left(&est, &st, 2), Some(350.0));
+        // Two jobs took twice their estimate (this machine is slower than the table's): the rest will too.
+        // A cached job took no time and says nothing of the machine.
+        let st = state(vec![built(200.0, false), built(200.0, false), built(0.1, true), None, None, None], &[3]);
+        let left = time_left(&est, &st, 2).unwrap();
+        assert!((left - (200.0 + 600.0) / 2.0).abs() < 1.0, "{left}");
+        // One long job left: the workers cannot share it.
+        let st = state(vec![built(200.0, false), built(200.0, false), built(0.1, true), built(200.0, false), None, None], &[4]);
+        let left = time_left(&est, &st, 2).unwrap();
+        assert!((left - 600.0).abs() < 1.0, "{left}");
+        // Only steps left: no figure rather than a wrong one.
+        let st = state(vec![built(1.0, false), built(1.0, false), built(1.0, false), built(1.0, false), built(1.0, false), None], &[5]);
+        assert_eq!(time_left(&est, &st, 2), None);
+    }
+
+    #[test]
+    fn time_left_reads_in_minutes_and_hours() {
+        assert_eq!(describe_left(20.0), "under a minute left");
+        assert_eq!(describe_left(250.0), "about 4 min left");
+        assert_eq!(describe_left(3.0 * 3600.0 + 300.0), "about 3 h 05 min left");
     }
 }

@@ -376,7 +376,19 @@ impl<'p> Builder<'p> {
             self.workers,
             cache.root().display()
         ));
-        let run_opts = kiln_build::Options { workers: self.workers, verbose: self.verbose, no_compile: self.no_compile, ..Default::default() };
+        // The time left the progress names: the committed cost table's seconds
+        // (an unmeasured job is estimated from its kind), scaled as jobs finish.
+        let table = costs::Costs::load(&self.base.join(costs::FILE_NAME)).unwrap_or_default();
+        let estimates = g
+            .nodes
+            .iter()
+            .map(|n| match &n.work {
+                kiln_build::Work::Command(j) if j.kind.is_compile() => Some(table.estimate(std::slice::from_ref(j))[0] as f64 / 1e3),
+                _ => None,
+            })
+            .collect();
+        let run_opts =
+            kiln_build::Options { workers: self.workers, verbose: self.verbose, no_compile: self.no_compile, estimates, ..Default::default() };
         let results = run_graph(&runner, &cache, &g.nodes, &run_opts, say);
         let built = collect::successes(&g.nodes, results)?;
         let store = kiln_build::store::Store::new(&cache);
