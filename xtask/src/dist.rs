@@ -35,25 +35,35 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
     }
     let pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
-    let out = f.out.clone().unwrap_or_else(|| match f.shard {
-        Some(s) => format!("target/dist-part-{}-of-{}", s.k, s.n).into(),
-        None => "target/dist".into(),
-    });
     let costs_path = root.join(kiln_dist::costs::FILE_NAME);
     if let Some(spec) = f.shard {
-        // Shards and their merge build the main set (docs/distributed.md).
-        let lock_path = root.join(kiln_dist::lock::FILE_NAME);
-        let opts = Options {
+        // A shard builds part of one set: the main one, or the one --set names (docs/distributed.md).
+        if f.sets.len() > 1 {
+            bail!("--shard builds part of one set: give at most one --set (got {})", f.sets.join(", "));
+        }
+        let mut opts = Options {
+            set: f.sets.first().cloned(),
             repo: root.clone(),
-            out: root.join(out),
-            selection: kiln_dist::Selection::new(f.modules, &f.archs, &[pins.main_set()])?,
+            out: root.clone(),
+            selection: kiln_dist::Selection::default(),
             workers: workers(f.jobs),
             verbose: f.verbose,
-            locked: if f.locked { Some(Lock::load(&lock_path)?) } else { None },
+            locked: None,
             package: !f.no_package,
             no_compile: f.no_compile,
             remote: remote_config(&f.remote)?,
         };
+        let set = opts.set(&pins)?;
+        let main = opts.is_main(&pins);
+        let out = f.out.clone().unwrap_or_else(|| {
+            let name = if main { String::new() } else { format!("-{}", set.name) };
+            format!("target/dist{name}-part-{}-of-{}", spec.k, spec.n).into()
+        });
+        opts.out = root.join(out);
+        opts.selection = kiln_dist::Selection::new(f.modules, &f.archs, &[set])?;
+        if f.locked {
+            opts.locked = Some(Lock::load(&root.join(kiln_dist::lock::file_name(&set.name, main)))?);
+        }
         let o = kiln_dist::shard::run(&pins, &opts, spec, &costs_path, &|l| crate::say(l))?;
         let bytes: u64 = o.part.jobs.iter().map(|j| j.size).sum();
         println!(
@@ -68,6 +78,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
         );
         return Ok(());
     }
+    let out = f.out.clone().unwrap_or_else(|| "target/dist".into());
     let lock = match (f.locked, f.update_lock) {
         (true, _) => LockMode::Check,
         (_, true) => LockMode::Update,
@@ -136,15 +147,14 @@ fn report(dist: &Dist, lock: LockMode) -> Result<()> {
 fn merge(pins_path: &Path, m: flags::Merge) -> Result<()> {
     let pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
-    let lock_path = root.join(kiln_dist::lock::FILE_NAME);
-    let lock = if lock_path.exists() || m.locked { Some(Lock::load(&lock_path)?) } else { None };
     let opts = Options {
+        set: None,
         repo: root.clone(),
         out: root.join(&m.out),
         selection: kiln_dist::Selection::default(),
         workers: workers(m.jobs),
         verbose: m.verbose,
-        locked: if m.locked { lock.clone() } else { None },
+        locked: None,
         package: !m.no_package,
         no_compile: true,
         remote: remote_config(&m.remote)?,
@@ -152,7 +162,8 @@ fn merge(pins_path: &Path, m: flags::Merge) -> Result<()> {
     // Relative part folders are relative to where the command was typed (a shell glob expanded there).
     let here = crate::invoked_from();
     let parts: Vec<_> = m.parts.iter().map(|p| here.join(p)).collect();
-    let dist = kiln_dist::merge::run(&pins, &opts, &parts, lock.as_ref(), &root.join(kiln_dist::costs::FILE_NAME), &|l| crate::say(l))?;
+    // The parts name their set; its lock is beside pins.toml's other locks.
+    let dist = kiln_dist::merge::run(&pins, &opts, &parts, &root, m.locked, &root.join(kiln_dist::costs::FILE_NAME), &|l| crate::say(l))?;
     report(&dist, if m.locked { LockMode::Check } else { LockMode::Off })?;
     Ok(())
 }

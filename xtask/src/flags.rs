@@ -36,8 +36,9 @@ pub enum Task {
         an opt-in set (candle-flash-attn: hours of nvcc) is built only with --set \
         (docs/kernel-sets.md).\n\n\
         Beyond one machine (docs/distributed.md): `--shard K/N` builds the K-th of N parts of the \
-        main set's plan into a part folder, and `dist merge DIR...` assembles the parts into target/dist/ as one \
-        machine would write it. `--remote-cache URL` shares compiled objects with other machines \
+        main set's plan (or of the one `--set` names: `--set flash-attn --shard 2/4`) into a part folder, \
+        and `dist merge DIR...` assembles the parts into that set's dist folder as one machine would \
+        write it. `--remote-cache URL` shares compiled objects with other machines \
         through an HTTP cache server (Bazel's /cas/ and /ac/ layout).",
         args_conflicts_with_subcommands = true,
         subcommand_negates_reqs = true
@@ -194,8 +195,8 @@ pub struct Merge {
     /// The part folders, one per shard (what `dist --shard K/N --out DIR` wrote).
     #[arg(value_name = "DIR", required = true)]
     pub parts: Vec<PathBuf>,
-    /// Fail, and leave the dist folder untouched, unless every artifact matches artifacts.lock;
-    /// then read the written folder back (every file against the manifest, the crates against crates.json).
+    /// Fail, and leave the dist folder untouched, unless every artifact matches the set's lock
+    /// (artifacts.lock, artifacts.<set>.lock for the set the parts name); then read the written folder back (every file against the manifest, the crates against crates.json).
     #[arg(long)]
     pub locked: bool,
     /// Skip packaging the kernel-artifact crates.
@@ -204,7 +205,8 @@ pub struct Merge {
     /// Jobs to run at once (the assembling steps), at least 1 (default: the number of cores).
     #[arg(long, short = 'j', value_name = "N", value_parser = at_least_one)]
     pub jobs: Option<usize>,
-    /// The dist folder to write (relative to the repository root); as for `dist --out`.
+    /// The main set's dist folder (relative to the repository root; another set's parts go to
+    /// DIR-<set>); as for `dist --out`.
     #[arg(long, default_value = "target/dist", value_name = "DIR")]
     pub out: PathBuf,
     /// Also print a line for each cache hit.
@@ -219,7 +221,8 @@ pub struct Dist {
     #[command(subcommand)]
     pub command: Option<DistCommand>,
     /// Only this kernel set (repeatable): candle, flash-attn, ...; default: every default set of pins.toml.
-    #[arg(long = "set", value_name = "NAME", conflicts_with = "shard")]
+    /// With --shard, the one set the part is of (default: the main set).
+    #[arg(long = "set", value_name = "NAME")]
     pub sets: Vec<String>,
     /// Only this module (repeatable): affine, binary, ..., or the static library `moe`.
     #[arg(long = "module", value_name = "NAME")]
@@ -247,8 +250,9 @@ pub struct Dist {
     /// Also print a line for each cache hit.
     #[arg(long, short)]
     pub verbose: bool,
-    /// Build only the K-th of N parts of the plan (1 <= K <= N), cut by the seconds in job-costs.toml
-    /// so that every machine cuts it the same way, into a part folder for `dist merge`.
+    /// Build only the K-th of N parts of the plan (1 <= K <= N) of the main set or the one --set
+    /// names, cut by the seconds in job-costs.toml so that every machine cuts it the same way, into a
+    /// part folder for `dist merge` (default target/dist-part-K-of-N, target/dist-<set>-part-K-of-N).
     #[arg(long, value_name = "K/N", value_parser = parse_shard, conflicts_with_all = ["update_lock", "update_costs"])]
     pub shard: Option<kiln_dist::part::Spec>,
     /// Fail instead of compiling: every kernel and object must come from the local or remote cache

@@ -200,6 +200,80 @@ fn merge_refuses_parts_that_do_not_make_one_plan_and_names_each_problem() {
     assert!(o.status.success(), "{}", text(&o));
 }
 
+/// pins.toml with kiln's example folder as an opt-in second set: two modules for gfx90a,
+/// compute_80 and sm_90 and a two-object static library (seconds of compiling).
+fn pins_with_example(dir: &Path) -> PathBuf {
+    let real = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../pins.toml")).unwrap();
+    let at = real.find("\n[targets]").expect("pins.toml has [targets]");
+    let example = r#"
+[sets.example]
+default = false
+source = { path = "kernels/example" }
+modules = ["scale", "block_sum"]
+
+[sets.example.staticlib]
+name = "exampleops"
+sources = ["lib/axpy_api.cu", "lib/axpy_kernel.cu"]
+sass = ["sm_90"]
+ffi = "ffi.rs"
+
+[sets.example.targets]
+hip = ["gfx90a"]
+cuda_ptx = ["compute_80"]
+cuda_sass = ["sm_90"]
+"#;
+    let path = dir.join("pins-with-example.toml");
+    fs::write(&path, format!("{}\n{example}{}", &real[..at], &real[at..])).unwrap();
+    path
+}
+
+#[test]
+fn a_set_other_than_the_main_one_is_sharded_and_merged_into_its_own_folder() {
+    let s = scratch("shards-set");
+    let pins = pins_with_example(&s.0);
+    let with_pins = |cache: &Path| {
+        let mut c = xtask(cache);
+        c.arg("--pins").arg(&pins);
+        c
+    };
+    let (p1, p2) = (s.0.join("p1"), s.0.join("p2"));
+    for (spec, part, cache) in [("1/2", &p1, "cache1"), ("2/2", &p2, "cache2")] {
+        let o = with_pins(&cache_at(&s.0.join(cache))).args(["dist", "--set", "example", "--shard", spec, "--out"]).arg(part).output().unwrap();
+        assert!(o.status.success(), "shard {spec}: {}", text(&o));
+    }
+    let plan = &part_json(&p1)["plan"];
+    assert_eq!(plan["set"], "example", "{plan}");
+    assert!(plan["source"].as_str().unwrap().starts_with("kernels/example "), "{plan}");
+    // 2 modules x 3 targets and the library's 2 objects, each in one part.
+    let (j1, j2) = (jobs_of(&p1), jobs_of(&p2));
+    assert!(j1.iter().all(|j| !j2.contains(j)), "{j1:?} {j2:?}");
+    assert_eq!(j1.len() + j2.len(), 8, "{j1:?} {j2:?}");
+    assert!(j1.iter().chain(&j2).filter(|j| j.starts_with("object ")).count() == 2, "{j1:?} {j2:?}");
+
+    // Merged on a third cache into the set's own folder (<out>-example); the main set's is not touched.
+    let merged = s.0.join("merged");
+    let o = with_pins(&cache_at(&s.0.join("cache3"))).args(["dist", "merge"]).arg(&p1).arg(&p2).arg("--out").arg(&merged).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!merged.exists(), "the main set's folder was written by a merge of another set's parts");
+    // One machine, its own empty cache: the same folder, byte for byte.
+    let single = s.0.join("single");
+    let o = with_pins(&cache_at(&s.0.join("cache4"))).args(["dist", "--set", "example", "--out"]).arg(&single).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_same_tree(&s.0.join("merged-example"), &s.0.join("single-example"));
+    let manifest = fs::read_to_string(s.0.join("merged-example/manifest.json")).unwrap();
+    assert!(manifest.contains("\"set\": \"example\"") && manifest.contains("cuda/lib/libexampleops.a"), "{manifest}");
+
+    // A part of this set and one of the main set are not one plan; two sets at once are not one shard.
+    let (_, main_p2) = small_parts(&s.0.join("main"));
+    refused(&s.0, &[&p1, &main_p2], &["is a part of another plan", "set example vs the main set"]);
+    let o = with_pins(&s.0.join("unused-cache"))
+        .args(["dist", "--set", "example", "--set", "candle", "--shard", "1/2", "--out"])
+        .arg(s.0.join("p"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success() && text(&o).contains("give at most one --set"), "{}", text(&o));
+}
+
 #[test]
 fn bad_shard_specs_are_refused_before_anything_runs() {
     let s = scratch("shards-spec");

@@ -95,6 +95,16 @@ pub struct Dist {
     pub compiled: Vec<(String, Option<f64>)>,
 }
 
+/// The dist folder of set `name` when the main set's is `main_out`: that
+/// folder for the main set, `<main_out>-<name>` beside it for another.
+pub fn set_folder(main_out: &Path, name: &str, main: bool) -> PathBuf {
+    if main {
+        return main_out.to_path_buf();
+    }
+    let file = main_out.file_name().map_or_else(|| "dist".into(), |n| n.to_string_lossy().into_owned());
+    main_out.with_file_name(format!("{file}-{name}"))
+}
+
 impl<'p> Builder<'p> {
     /// A builder with the pins' toolchain and default targets and flags, and
     /// no kernel set yet ([`Builder::set`]). Relative folders (sources, the
@@ -240,12 +250,7 @@ impl<'p> Builder<'p> {
 
     /// The dist folder of set `name`: the main set's is `out`, another's `<out>-<name>`.
     pub fn out_of(&self, name: &str) -> PathBuf {
-        let main = self.main_out();
-        if self.sets.first().is_some_and(|s| s.name == name) {
-            return main;
-        }
-        let file = main.file_name().map_or_else(|| "dist".into(), |n| n.to_string_lossy().into_owned());
-        main.with_file_name(format!("{file}-{name}"))
+        set_folder(&self.main_out(), name, self.sets.first().is_some_and(|s| s.name == name))
     }
 
     /// The lock file of set `name`.

@@ -10,9 +10,9 @@
 //! crates ([`package`]), and only when all of that succeeded replaces each
 //! set's dist folder in one step ([`output`]). [`lock`] compares the result
 //! with the committed hashes. Beyond one machine: [`shard`] builds a part of
-//! the main set's compiles (balanced by [`costs`]) into a [`part`], and
-//! [`merge`] assembles parts into the same dist folder a single machine
-//! writes ([`run`], [`Options`]: the main set through the [`Builder`]).
+//! one set's compiles (balanced by [`costs`]) into a [`part`], and [`merge`]
+//! assembles parts into the same dist folder a single machine writes ([`run`],
+//! [`Options`]: that set through the [`Builder`]).
 
 pub mod builder;
 pub mod cache_admin;
@@ -33,7 +33,7 @@ pub mod verify;
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use kiln_build::{Job, Plan};
 use kiln_manifest::Toolchain;
 use kiln_pins::Pins;
@@ -49,9 +49,11 @@ pub const SHIMS_DIR: &str = "kernels/hip";
 /// Where kiln's CUDA headers live (force-included into static libraries' objects).
 pub const CUDA_HEADERS_DIR: &str = "kernels/cuda";
 
-/// A run of the main set (the pin file's first) as shards and their merge see it.
+/// A run of one set as shards and their merge see it.
 #[derive(Clone)]
 pub struct Options {
+    /// The set built (`--set`): the pin file's main set when `None`.
+    pub set: Option<String>,
     /// The repository root (shims, default lock).
     pub repo: PathBuf,
     /// The dist folder to (re)place, normally `target/dist`.
@@ -69,8 +71,30 @@ pub struct Options {
     pub remote: Option<remote::Config>,
 }
 
+impl Options {
+    /// The set this run builds.
+    pub fn set<'p>(&self, pins: &'p Pins) -> Result<&'p KernelSet> {
+        match &self.set {
+            None => Ok(pins.main_set()),
+            Some(name) => pins.set(name).with_context(|| {
+                format!("unknown set `{name}` (--set); the sets are: {}", pins.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "))
+            }),
+        }
+    }
+
+    /// Whether that set is the main one (its folder is `out`, its lock `artifacts.lock`).
+    pub fn is_main(&self, pins: &Pins) -> bool {
+        self.set.as_deref().is_none_or(|n| n == pins.main_set().name)
+    }
+
+    /// The set's dist folder: `out`, or `<out>-<set>` for another than the main set.
+    pub fn folder(&self, pins: &Pins) -> Result<PathBuf> {
+        Ok(builder::set_folder(&self.out, &self.set(pins)?.name, self.is_main(pins)))
+    }
+}
+
 /// What every shard run needs before its jobs run: the cache, the checked
-/// toolchain, the main set's verified sources and the plan over them.
+/// toolchain, the set's verified sources and the plan over them.
 pub struct Prepared {
     pub cache: Cache,
     pub runner: Runner,
@@ -80,7 +104,7 @@ pub struct Prepared {
 }
 
 /// Cleans up after interrupted runs, provisions and checks the pinned
-/// toolchain and fetches the main set's sources.
+/// toolchain and fetches the set's sources and inputs.
 pub fn prepare(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result<Prepared> {
     let cache = Cache::from_env()?.with_remote(opts.remote.clone());
     if let Some(r) = cache.remote() {
@@ -90,7 +114,7 @@ pub fn prepare(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Re
     if stale > 0 {
         say(format!("removed {stale} scratch folder(s) of interrupted runs ({:.1} MB) from {}", bytes as f64 / 1e6, cache.tmp().display()));
     }
-    let set = pins.main_set();
+    let set = opts.set(pins)?;
     opts.selection.check(&[set])?;
     let root = sysroot::provision(&cache, pins, opts.workers, say)?;
     let runner = Runner::new(root)?;
@@ -120,11 +144,12 @@ pub fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<V
     Ok(jobs)
 }
 
-/// Builds, validates and publishes the main set as `opts` says (what `dist
-/// merge` runs once the parts are in the cache); on any error the previous
-/// `out` is left as it was.
+/// Builds, validates and publishes the set as `opts` says (what `dist merge`
+/// runs once the parts are in the cache) into its folder (`out`, or
+/// `<out>-<set>` for a set other than the main one); on any error the
+/// previous folder is left as it was.
 pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result<Dist> {
-    let set = pins.main_set();
+    let set = opts.set(pins)?;
     let builder = Builder::from_pins(pins)
         .kiln_dir(&opts.repo)
         .base(&opts.repo)

@@ -1,9 +1,9 @@
-//! `dist merge DIR...`: the parts of N shards into the dist folder, exactly
-//! as a single machine writes it.
+//! `dist merge DIR...`: the parts of N shards into the dist folder of the set
+//! they are of, exactly as a single machine writes it.
 //!
 //! The parts are checked against each other and against the plan this
 //! checkout makes (same identity, every job exactly once, every file whole,
-//! every artifact as `artifacts.lock` has it), and every problem is named
+//! every artifact as the set's lock has it), and every problem is named
 //! before anything is written. Then each output goes into the local cache
 //! under its job key, and the ordinary dist runs with compiling turned off:
 //! every compile job is a cache hit, and the assembling steps (static-library
@@ -15,7 +15,7 @@ use std::{
     path::PathBuf,
 };
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use kiln_build::store::Store;
 use kiln_pins::Pins;
 use kiln_toolchain::fetch;
@@ -84,14 +84,17 @@ fn check_together(parts: &[(PathBuf, Part)]) -> Result<()> {
     Ok(())
 }
 
-/// Merges `dirs` into `opts.out`. `lock`: the committed hashes each part's
-/// artifacts are checked against (always, where the lock is for these pins;
-/// `opts.locked` also requires the whole result to match it).
+/// Merges `dirs` into the dist folder of the set they are parts of (`opts.out`
+/// for the main set, `<out>-<set>` for another). The set's lock in `lock_dir`
+/// (`artifacts.lock`, `artifacts.<set>.lock`), where there is one, holds the
+/// committed hashes each part's artifacts are checked against (where it is for
+/// these pins); `locked` also requires it, and the whole result to match it.
 pub fn run(
     pins: &Pins,
     opts: &Options,
     dirs: &[PathBuf],
-    lock: Option<&Lock>,
+    lock_dir: &std::path::Path,
+    locked: bool,
     costs_path: &std::path::Path,
     say: &(dyn Fn(String) + Sync),
 ) -> Result<Dist> {
@@ -99,10 +102,24 @@ pub fn run(
     check_together(&parts)?;
     let first = &parts[0].1;
     let n = first.shard.n;
-    // The parts say what was built; this merge builds the same selection.
-    let opts =
-        Options { selection: Selection::new(first.plan.modules.clone(), &first.plan.archs, &[pins.main_set()])?, no_compile: true, ..opts.clone() };
-    output::check(&opts.out)?;
+    // The parts say which set and selection were built; this merge builds the same.
+    let opts = Options { set: first.plan.set.clone(), ..opts.clone() };
+    let set = opts.set(pins).context("the parts are of a set this pin file does not have")?;
+    let lock_name = crate::lock::file_name(&set.name, opts.is_main(pins));
+    let lock_path = lock_dir.join(&lock_name);
+    let lock = if locked || lock_path.exists() {
+        Some(Lock::load(&lock_path).with_context(|| format!("set `{}`: --locked compares with {lock_name}", set.name))?)
+    } else {
+        None
+    };
+    let lock = lock.as_ref();
+    let opts = Options {
+        selection: Selection::new(first.plan.modules.clone(), &first.plan.archs, &[set])?,
+        no_compile: true,
+        locked: if locked { lock.cloned() } else { None },
+        ..opts
+    };
+    output::check(&opts.folder(pins)?)?;
     // The checks need no remote cache; the dist below uses it, if one is given.
     let prepared = prepare(pins, &Options { remote: None, ..opts.clone() }, say)?;
     let plan = ShardPlan::new(pins, &opts, &prepared, costs_path)?;
@@ -157,10 +174,7 @@ pub fn run(
     // Every file whole, and every artifact the one the lock names.
     let lock_applies = lock.filter(|l| l.toolchain == plan.identity.toolchain && l.source == plan.identity.source);
     if lock.is_some() && lock_applies.is_none() {
-        let line = format!(
-            "{} is for other pins than these parts (toolchain or source differ): their artifacts are not compared with it",
-            crate::lock::FILE_NAME
-        );
+        let line = format!("{lock_name} is for other pins than these parts (toolchain or source differ): their artifacts are not compared with it");
         if opts.locked.is_some() {
             problems.push(line);
         } else {
@@ -183,13 +197,10 @@ pub fn run(
             Ok(_) => {
                 if let (Some(lock), Some(path)) = (lock_applies, &j.dist_path) {
                     match lock.artifacts.get(path) {
-                        Some(h) if *h != j.sha256 => problems.push(format!(
-                            "{whose}: {path} has sha256 {}, {} says {}",
-                            &j.sha256[..16],
-                            crate::lock::FILE_NAME,
-                            &h[..16.min(h.len())]
-                        )),
-                        None if opts.locked.is_some() => problems.push(format!("{whose}: {path} is not in {} (--locked)", crate::lock::FILE_NAME)),
+                        Some(h) if *h != j.sha256 => {
+                            problems.push(format!("{whose}: {path} has sha256 {}, {lock_name} says {}", &j.sha256[..16], &h[..16.min(h.len())]))
+                        }
+                        None if opts.locked.is_some() => problems.push(format!("{whose}: {path} is not in {lock_name} (--locked)")),
                         _ => {}
                     }
                 }
@@ -218,9 +229,8 @@ pub fn run(
         // The whole result, read back from the folder as a consumer gets it.
         let (artifacts, crates) = crate::verify::folder(&outcome.out, lock)?;
         say(format!(
-            "{}: read back: {artifacts} artifacts match the manifest and {}, {crates} crates match crates.json",
-            outcome.out.display(),
-            crate::lock::FILE_NAME
+            "{}: read back: {artifacts} artifacts match the manifest and {lock_name}, {crates} crates match crates.json",
+            outcome.out.display()
         ));
     }
     Ok(dist)

@@ -70,6 +70,9 @@ impl fmt::Display for Spec {
 #[serde(deny_unknown_fields)]
 pub struct PlanIdentity {
     pub id: String,
+    /// The kernel set, for a set other than the main one (`flash-attn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<String>,
     /// The toolchain identity (every pinned package's sha256).
     pub toolchain: String,
     /// `candle-kernels 0.11.1 <sha256>`.
@@ -90,6 +93,10 @@ impl PlanIdentity {
     pub fn differences(&self, other: &PlanIdentity) -> Vec<String> {
         let mut out = Vec::new();
         let short = |s: &str| s.chars().take(16).collect::<String>();
+        if self.set != other.set {
+            let name = |s: &Option<String>| s.clone().unwrap_or_else(|| "the main set".into());
+            out.push(format!("set {} vs {}", name(&self.set), name(&other.set)));
+        }
         if self.toolchain != other.toolchain {
             out.push(format!("toolchain {} vs {} (pins.toml [toolchain] differs)", short(&self.toolchain), short(&other.toolchain)));
         }
@@ -222,6 +229,7 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         let plan = PlanIdentity {
             id: "x".into(),
+            set: None,
             toolchain: "t".into(),
             source: "s".into(),
             targets: vec![],

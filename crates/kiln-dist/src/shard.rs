@@ -48,9 +48,19 @@ pub fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
 }
 
 /// The identity of the plan `jobs` (with `keys`) of `selection` under `pins`
-/// (the main set's, whose sources have `source_sha256`).
-pub fn identity(pins: &Pins, opts: &Options, source_sha256: &str, toolchain: &str, jobs: &[Job], keys: &[String], costs_text: &[u8]) -> PlanIdentity {
-    let set = pins.main_set();
+/// (of the run's set, whose sources have `source_sha256`).
+pub fn identity(
+    pins: &Pins,
+    opts: &Options,
+    source_sha256: &str,
+    toolchain: &str,
+    jobs: &[Job],
+    keys: &[String],
+    costs_text: &[u8],
+) -> Result<PlanIdentity> {
+    let set = opts.set(pins)?;
+    // The main set's plans keep the identity they always had; another set's names itself.
+    let set_name = (!opts.is_main(pins)).then(|| set.name.clone());
     // As the lock's `source` line writes it (a crate: name version sha256; a folder: path sha256).
     let source = match &set.source {
         kiln_pins::Source::Crate { name, version, sha256 } => format!("{name} {version} {sha256}"),
@@ -67,17 +77,22 @@ pub fn identity(pins: &Pins, opts: &Options, source_sha256: &str, toolchain: &st
     };
     let archs: Vec<String> = opts.selection.archs.iter().map(|t| t.to_string()).collect();
     let (modules, archs) = (sorted(&opts.selection.modules), sorted(&archs));
-    let mut text = format!(
-        "kiln-plan v1\ntoolchain {toolchain}\nsource {source}\ntargets {}\nmodules {}\narchs {}\ncosts {costs}\n",
+    let mut text = String::from("kiln-plan v1\n");
+    if let Some(name) = &set_name {
+        text.push_str(&format!("set {name}\n"));
+    }
+    text.push_str(&format!(
+        "toolchain {toolchain}\nsource {source}\ntargets {}\nmodules {}\narchs {}\ncosts {costs}\n",
         targets.join(" "),
         modules.join(" "),
         archs.join(" ")
-    );
+    ));
     for (j, k) in jobs.iter().zip(keys) {
         text.push_str(&format!("job {} {k}\n", costs::label(j)));
     }
-    PlanIdentity {
+    Ok(PlanIdentity {
         id: fetch::sha256_bytes(text.as_bytes()),
+        set: set_name,
         toolchain: toolchain.to_string(),
         source,
         targets,
@@ -85,7 +100,7 @@ pub fn identity(pins: &Pins, opts: &Options, source_sha256: &str, toolchain: &st
         archs,
         costs,
         jobs: jobs.len(),
-    }
+    })
 }
 
 /// The whole plan as the shards and the merge see it.
@@ -110,7 +125,7 @@ impl ShardPlan {
         let keys: Vec<String> = recipes.iter().map(|r| Job::key(r)).collect();
         let labels: Vec<String> = jobs.iter().map(costs::label).collect();
         let cost_ms = costs.estimate(&jobs);
-        let identity = identity(pins, opts, &p.source.sha256, &p.runner.sysroot().identity, &jobs, &keys, &costs_text);
+        let identity = identity(pins, opts, &p.source.sha256, &p.runner.sysroot().identity, &jobs, &keys, &costs_text)?;
         Ok(ShardPlan { jobs, n_modules, recipes, keys, labels, cost_ms, identity })
     }
 
@@ -137,7 +152,8 @@ fn dist_path(job: &Job) -> Option<String> {
 /// whole at the end (or left as it was on any failure).
 pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dyn Fn(String) + Sync)) -> Result<PartOutcome> {
     let start = std::time::Instant::now();
-    opts.selection.check(&[pins.main_set()])?;
+    let set = opts.set(pins)?;
+    opts.selection.check(&[set])?;
     part::check_out(&opts.out)?;
     output::remove_stale_siblings(&opts.out);
     let prepared = prepare(pins, opts, say)?;
@@ -172,13 +188,13 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
     // Every module artifact is read back here already: a bad one fails this
     // shard, on the machine that built it, not the merge.
     let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind != Kind::Object).cloned().collect();
-    let set = pins.main_set();
     let collected = collect::artifacts(&set.targets, &modules)?;
     if let Some(lock) = &opts.locked {
-        let m = collect::manifest(set, true, &source.sha256, toolchain, &collected);
+        let m = collect::manifest(set, opts.is_main(pins), &source.sha256, toolchain, &collected);
         let diff = lock.differences(&m, false);
         if !diff.is_empty() {
-            bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), crate::lock::FILE_NAME, diff.join("\n  "));
+            let lock_name = crate::lock::file_name(&set.name, opts.is_main(pins));
+            bail!("--locked: {} difference(s) from {lock_name}; no part was written:\n  {}", diff.len(), diff.join("\n  "));
         }
     }
 
