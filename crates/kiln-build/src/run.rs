@@ -410,6 +410,19 @@ fn time_left(estimates: &[Option<f64>], st: &State, workers: usize) -> Option<f6
             }
         }
     }
+    // A running job already past its estimate says as much about the machine as a built
+    // one: counted as if it ended now (a lower bound), so that a set none of whose jobs
+    // has finished yet (hours of nvcc against a table that lacks them) does not keep
+    // promising the table's figure.
+    for (i, started) in &st.running {
+        if let Some(e) = estimates[*i] {
+            let so_far = started.elapsed().as_secs_f64();
+            if e > 0.0 && so_far > e {
+                took += so_far;
+                expected += e;
+            }
+        }
+    }
     let scale = if expected > 0.0 { took / expected } else { 1.0 };
     let mut known = false;
     let mut running_left = Vec::new();
@@ -583,6 +596,22 @@ mod tests {
         // Only steps left: no figure rather than a wrong one.
         let st = state(vec![built(1.0, false), built(1.0, false), built(1.0, false), built(1.0, false), built(1.0, false), None], &[5]);
         assert_eq!(time_left(&est, &st, 2), None);
+    }
+
+    #[test]
+    fn time_left_learns_from_jobs_still_running_past_their_estimate() {
+        let est = vec![Some(100.0); 4];
+        let mut st = state(vec![None, None, None, None], &[0, 1]);
+        let long_ago = Instant::now().checked_sub(std::time::Duration::from_secs(400)).unwrap();
+        for r in &mut st.running {
+            r.1 = long_ago;
+        }
+        // Both running jobs have taken 4x their estimate already: the two waiting ones will too.
+        let left = time_left(&est, &st, 2).unwrap();
+        assert!((left - 2.0 * 400.0 / 2.0).abs() < 5.0, "{left}");
+        // Not yet past their estimate: no evidence either way, the table's figure stands.
+        let st = state(vec![None, None, None, None], &[0, 1]);
+        assert!((time_left(&est, &st, 2).unwrap() - 200.0).abs() < 1.0);
     }
 
     #[test]

@@ -64,8 +64,6 @@ pub struct Builder<'p> {
     out: Option<PathBuf>,
     lock_dir: Option<PathBuf>,
     lock: LockMode,
-    /// The main set's lock, already read (`--locked` of `dist merge`).
-    main_lock: Option<lock::Lock>,
     package: bool,
     workers: usize,
     verbose: bool,
@@ -123,7 +121,6 @@ impl<'p> Builder<'p> {
             out: None,
             lock_dir: None,
             lock: LockMode::Off,
-            main_lock: None,
             package: false,
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             verbose: false,
@@ -164,15 +161,6 @@ impl<'p> Builder<'p> {
     /// Builds exactly this selection (already checked against the sets).
     pub fn selection_of(mut self, selection: Selection) -> Builder<'p> {
         self.selection = Some(selection);
-        self
-    }
-
-    /// Checks the main set against this lock, already read (`None`: no check).
-    pub fn locked_by(mut self, lock: Option<lock::Lock>) -> Builder<'p> {
-        if lock.is_some() {
-            self.lock = LockMode::Check;
-        }
-        self.main_lock = lock;
         self
     }
 

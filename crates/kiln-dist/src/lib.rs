@@ -156,7 +156,7 @@ pub fn run(pins: &Pins, opts: &Options, say: &(dyn Fn(String) + Sync)) -> Result
         .only(&[set.name.as_str()])
         .selection_of(opts.selection.clone())
         .out(&opts.out)
-        .locked_by(opts.locked.clone())
+        .lock(if opts.locked.is_some() { LockMode::Check } else { LockMode::Off })
         .package(opts.package)
         .workers(opts.workers)
         .verbose(opts.verbose)
