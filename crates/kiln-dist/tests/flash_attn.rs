@@ -1,5 +1,5 @@
 //! The candle-flash-attn set (pins.toml `[sets.flash-attn]`) without its
-//! two-hour build: its plan (53 fat objects with upstream's flags and
+//! hours-long build: its plan (53 fat objects with upstream's flags and
 //! CUTLASS's include root, in build.rs order), its inputs (the crate by its
 //! sha256, CUTLASS from the pinned wheel, every file against the wheel's
 //! RECORD, damage found and repaired), the include scan against nvcc's own
@@ -43,7 +43,7 @@ fn plan(pins: &Pins) -> (Plan, Cache) {
 fn the_set_is_opt_in_and_plans_53_fat_objects_with_upstreams_flags_and_cutlass() {
     let pins = pins();
     let set = set(&pins);
-    assert!(!set.default, "two hours of nvcc: never in a plain dist");
+    assert!(!set.default, "hours of nvcc: never in a plain dist");
     assert_eq!(pins.default_sets().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["candle"]);
     let (plan, _) = plan(&pins);
     let jobs = Selection::default().object_jobs(&plan).unwrap();
