@@ -21,16 +21,6 @@ case "$PROFILE" in
 esac
 mkdir -p "$RESULTS"
 
-# PATH without any directory that holds an nvcc.
-clean_path() {
-  local out="" d
-  IFS=: read -ra dirs <<< "$PATH"
-  for d in "${dirs[@]}"; do
-    [ -e "$d/nvcc" ] && continue
-    out="${out:+$out:}$d"
-  done
-  echo "$out"
-}
 
 now() { date +%s.%N; }
 
@@ -68,10 +58,7 @@ for v in "${VARIANTS[@]}"; do
       nvcc_seen="$(command -v nvcc)"
     else
       export PATH="$(clean_path)"
-      if command -v nvcc >/dev/null; then echo "kiln variant: nvcc is on PATH" >&2; exit 1; fi
-      for p in /usr/local/cuda /opt/cuda /usr/lib/cuda /usr; do
-        [ -e "$p/bin/nvcc" ] && { echo "kiln variant: $p/bin/nvcc exists" >&2; exit 1; }
-      done
+      refuse_nvcc || exit 1
       nvcc_seen="none"
     fi
     echo "== $v: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) nvcc=$nvcc_seen PATH=$PATH" > "$log"

@@ -36,3 +36,34 @@ UPSTREAM_COMPUTE_CAP=90
 
 VARIANTS=(upstream kiln)
 TEST_TARGET=all_tests
+
+# Helpers both proofs (this one and bench/flash-attn) use.
+
+# URL to FILE, unless FILE is already there with SHA256; checked either way.
+fetch_checked() { # url sha256 file
+  if ! echo "$2  $3" | sha256sum -c --status 2>/dev/null; then
+    curl -sSfL --retry 3 -o "$3.part" "$1"
+    mv "$3.part" "$3"
+  fi
+  echo "$2  $3" | sha256sum -c --status \
+    || { echo "$3 (from $1) does not have the pinned sha256 $2; nothing was built from it" >&2; return 1; }
+  echo "$3: sha256 ok"
+}
+
+# PATH without any directory that holds an nvcc.
+clean_path() {
+  local out="" d dirs
+  IFS=: read -ra dirs <<< "$PATH"
+  for d in "${dirs[@]}"; do [ -e "$d/nvcc" ] || out="${out:+$out:}$d"; done
+  echo "$out"
+}
+
+# Fails (saying where) if an nvcc is reachable: on PATH or in a usual CUDA home. The kiln
+# variants build with none.
+refuse_nvcc() {
+  local p
+  if command -v nvcc >/dev/null; then echo "kiln variant: nvcc is on PATH ($(command -v nvcc))" >&2; return 1; fi
+  for p in /usr/local/cuda /opt/cuda /usr/lib/cuda /usr; do
+    if [ -e "$p/bin/nvcc" ]; then echo "kiln variant: $p/bin/nvcc exists" >&2; return 1; fi
+  done
+}

@@ -22,11 +22,7 @@ mkdir -p "$WORK/dl" "$RESULTS"
 
 # 1. candle-core --------------------------------------------------------------
 crate="$WORK/dl/candle-core-$CANDLE_CORE_VERSION.crate"
-if ! echo "$CANDLE_CORE_SHA256  $crate" | sha256sum -c --status 2>/dev/null; then
-  curl -sSfL --retry 3 -o "$crate.part" "$CANDLE_CORE_URL"
-  mv "$crate.part" "$crate"
-fi
-echo "$CANDLE_CORE_SHA256  $crate" | sha256sum -c
+fetch_checked "$CANDLE_CORE_URL" "$CANDLE_CORE_SHA256" "$crate"
 
 for v in "${VARIANTS[@]}"; do
   dir="$WORK/$v/candle-core-$CANDLE_CORE_VERSION"

@@ -19,13 +19,6 @@ THREADS_UP="${FA_UPSTREAM_THREADS:-2}"
 mkdir -p "$FA_RESULTS"
 command -v unshare >/dev/null || { echo "unshare (util-linux) is needed" >&2; exit 1; }
 
-clean_path() {
-  local out="" d
-  IFS=: read -ra dirs <<< "$PATH"
-  for d in "${dirs[@]}"; do [ -e "$d/nvcc" ] || out="${out:+$out:}$d"; done
-  echo "$out"
-}
-
 for v in "${FA_VARIANTS[@]}"; do
   dir="$FA_WORK/$v/fa-consumer"
   tdir="$FA_WORK/target-$v"
@@ -42,10 +35,7 @@ for v in "${FA_VARIANTS[@]}"; do
       nvcc_seen="$(command -v nvcc)"
     else
       export PATH="$(clean_path)"
-      if command -v nvcc >/dev/null; then echo "kiln variant: nvcc is on PATH" >&2; exit 1; fi
-      for p in /usr/local/cuda /opt/cuda /usr/lib/cuda /usr; do
-        [ -e "$p/bin/nvcc" ] && { echo "kiln variant: $p/bin/nvcc exists" >&2; exit 1; }
-      done
+      refuse_nvcc || exit 1
       nvcc_seen=none
     fi
     echo "== $v: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) nvcc=$nvcc_seen" > "$log"

@@ -28,11 +28,7 @@ mkdir -p "$WORK/dl" "$FA_RESULTS"
 
 # 1. the crate ----------------------------------------------------------------
 crate="$WORK/dl/candle-flash-attn-$FA_VERSION.crate"
-if ! echo "$FA_SHA256  $crate" | sha256sum -c --status 2>/dev/null; then
-  curl -sSfL --retry 3 -o "$crate.part" "$FA_URL"
-  mv "$crate.part" "$crate"
-fi
-echo "$FA_SHA256  $crate" | sha256sum -c
+fetch_checked "$FA_URL" "$FA_SHA256" "$crate"
 src="$FA_WORK/src"
 rm -rf "$src" && mkdir -p "$src" && tar -xzf "$crate" -C "$src"
 src="$src/candle-flash-attn-$FA_VERSION"
