@@ -4,9 +4,9 @@ records of one such build: prints a Markdown report (docs/results/flash-attn/com
 
 Keeps the nvcc runs of the set's own kernels (`/kiln/src/kernels/*.cu` inside kiln's sandbox,
 both sms in one nvcc: `-gencode sm_80 -gencode sm_90`); sample.py also sees every other nvcc on
-the machine (tests, other builds), which are left out here and named in the output. Where a
-file was compiled more than once (a test compiling flash_api.cu again), the largest CPU time
-is kept. A run whose wall time is over 1.15x its CPU time shared the cores with other work:
+the machine (tests, other builds), which are left out here and counted in the output. Where a
+file was compiled more than once (a test compiling flash_api.cu again), the first run is kept:
+the build's own (a run killed mid-way is never recorded: sample.py dies with it). A run whose wall time is over 1.15x its CPU time shared the cores with other work:
 its CPU time stands, its wall does not, and the report marks it.
 
 Usage: compile-cost.py SAMPLES.jsonl [EXPECTED_FILES] [KEPT.jsonl]
@@ -30,7 +30,9 @@ for line in open(samples):
         others += 1
         continue
     name = f.rsplit("/", 1)[1]
-    if name not in kept or r["cpu_s"] > kept[name]["cpu_s"]:
+    if name in kept:
+        others += 1
+    else:
         kept[name] = r
 
 rows = sorted(kept.items(), key=lambda kv: -kv[1]["cpu_s"])
