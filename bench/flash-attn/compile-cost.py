@@ -6,8 +6,9 @@ Keeps the nvcc runs of the set's own kernels (`/kiln/src/kernels/*.cu` inside ki
 both sms in one nvcc: `-gencode sm_80 -gencode sm_90`); sample.py also sees every other nvcc on
 the machine (tests, other builds), which are left out here and counted in the output. Where a
 file was compiled more than once (a test compiling flash_api.cu again), the first run is kept:
-the build's own (a run killed mid-way is never recorded: sample.py dies with it). A run whose wall time is over 1.15x its CPU time shared the cores with other work:
-its CPU time stands, its wall does not, and the report marks it.
+the build's own (a run killed mid-way is never recorded: sample.py dies with it). A run whose
+wall time is over 1.15x its CPU time shared the cores with other work: its CPU time stands, its
+wall does not, and the report marks it.
 
 Usage: compile-cost.py SAMPLES.jsonl [EXPECTED_FILES] [KEPT.jsonl]
   EXPECTED_FILES: 53 for flash-attn; KEPT.jsonl: the records kept, one per file, written there
@@ -55,7 +56,7 @@ print(f"- so, for these files, on 2 idle cores running 2 nvcc at a time: about *
 print(f"- largest resident set of any one process of one nvcc: **{peak / 1024:.1f} GiB** (2 at once: "
       f"{2 * peak / 1024:.1f} GiB)")
 print(f"- runs that shared the cores with other work (wall > 1.15x CPU; their CPU time stands): {len(shared)}")
-print(f"- other nvcc runs on the machine meanwhile, left out: {others}\n")
+print(f"- nvcc runs left out (other builds and tests on the machine, a file's later reruns): {others}\n")
 print("| file | CPU s | wall s | peak MiB |")
 print("|---|---:|---:|---:|")
 for n, r in rows:
