@@ -12,8 +12,14 @@
 # favour, so that its build fits in a session; the figure says which it used.
 # Results: $FA_RESULTS/<v>.json, <v>-build.log, upstream-nvcc.log (per nvcc: wall, user,
 # sys, max RSS KiB, argv).
-# Usage: build.sh [variant...]
+# --resume: go on with an interrupted build instead of starting clean. Upstream's objects
+# that nvcc already finished are reused (setup.sh's nvcc cache; cudaforge itself keeps
+# nothing until all 53 are done), each measured once, when it compiled; the figure's wall
+# is the sum of the segments, an interrupted one counted up to its last finished nvcc.
+# Usage: build.sh [--resume] [variant...]
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+RESUME=
+[ "${1:-}" = --resume ] && { RESUME=1; shift; }
 [ $# -gt 0 ] && FA_VARIANTS=("$@")
 THREADS_UP="${FA_UPSTREAM_THREADS:-2}"
 mkdir -p "$FA_RESULTS"
@@ -24,10 +30,17 @@ for v in "${FA_VARIANTS[@]}"; do
   tdir="$FA_WORK/target-$v"
   log="$FA_RESULTS/$v-build.log"
   nvcclog="$FA_RESULTS/$v-nvcc.log"
-  rm -rf "$tdir"; : > "$nvcclog"
+  segments="$FA_RESULTS/$v-segments.txt"    # per segment: start [end] (epoch seconds)
+  cache="$FA_WORK/nvcc-cache/$v"
+  if [ -z "$RESUME" ]; then
+    rm -rf "$tdir" "$cache"; : > "$nvcclog"; : > "$nvcclog.cached"; : > "$segments"
+  elif [ ! -s "$segments" ]; then
+    echo "$v: nothing to resume ($segments is empty): run build.sh $v" >&2; exit 1
+  fi
   (
     cd "$dir"
     export CARGO_TARGET_DIR="$tdir" CUDA_HOME="$LINKROOT" KILN_PROOF_NVCC_LOG="$nvcclog" CARGO_NET_OFFLINE=true
+    export KILN_PROOF_NVCC_CACHE="$cache"
     unset CUDA_PATH CUDA_ROOT CUDA_TOOLKIT_ROOT_DIR NVCC NVCC_CCBIN CUDA_COMPUTE_CAP RUSTC_WRAPPER CUDAFORGE_THREADS
     if [ "$v" = upstream ]; then
       export NVCC="$FA_WORK/nvcc-time/bin/nvcc" PATH="$FA_WORK/git-shim:$FA_WORK/nvcc-time/bin:$(clean_path)"
@@ -38,20 +51,35 @@ for v in "${FA_VARIANTS[@]}"; do
       refuse_nvcc || exit 1
       nvcc_seen=none
     fi
-    echo "== $v: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) nvcc=$nvcc_seen" > "$log"
+    echo "== $v: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) nvcc=$nvcc_seen${RESUME:+ (resumed)}" >> "$log"
     load0=$(cut -d' ' -f1 /proc/loadavg)
     t0=$(date +%s.%N)
+    [ -z "$(tail -c1 "$segments")" ] || echo >> "$segments"   # an interrupted segment's line
+    printf '%s' "$t0" >> "$segments"
     unshare -n /usr/bin/time -f "%e %U %S %M" -o "$log.time" \
       cargo build --release --offline --locked --tests >> "$log" 2>&1 \
       || { echo "$v: cargo build failed; the end of $log:" >&2; tail -n 40 "$log" >&2; exit 1; }
-    wall=$(echo "$(date +%s.%N) - $t0" | bc)
+    t1=$(date +%s.%N)
+    echo " $t1" >> "$segments"
     load1=$(cut -d' ' -f1 /proc/loadavg)
     exe=$(unshare -n cargo test --release --offline --locked --test "$FA_TEST" --no-run --message-format=json 2>/dev/null \
           | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable")][-1])')
-    python3 - "$v" "$wall" "$log.time" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "${CUDAFORGE_THREADS:-}" > "$FA_RESULTS/$v.json" <<'PY'
+    python3 - "$v" "$segments" "$log.time" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "${CUDAFORGE_THREADS:-}" > "$FA_RESULTS/$v.json" <<'PY'
 import json, os, subprocess, sys
-v, wall, timef, nvcclog, exe, load0, load1, nvcc_seen, threads = sys.argv[1:]
+v, segf, timef, nvcclog, exe, load0, load1, nvcc_seen, threads = sys.argv[1:]
 t = open(timef).read().split()
+# An interrupted segment has a start only: it counts up to its last finished nvcc.
+ends = [float(l.split()[0]) for l in open(nvcclog + ".cached") if l.strip()] if os.path.exists(nvcclog + ".cached") else []
+segments = []
+for line in open(segf):
+    f = [float(x) for x in line.split()]
+    if len(f) == 2:
+        segments.append({"start": int(f[0]), "wall_s": round(f[1] - f[0], 1)})
+    else:
+        done = [e for e in ends if e >= f[0]]
+        segments.append({"start": int(f[0]), "wall_s": round(max(done) - f[0], 1) if done else 0.0, "interrupted": True})
+wall = sum(s["wall_s"] for s in segments)
+reused = sum(1 for l in open(nvcclog + ".cached") if " cached " in l) if os.path.exists(nvcclog + ".cached") else 0
 runs = []
 for line in open(nvcclog):
     f = line.split(" ", 4)
@@ -62,7 +90,8 @@ for line in open(nvcclog):
 def out(cmd):
     return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
 print(json.dumps({
-    "variant": v, "wall_s": round(float(wall), 1), "user_s": float(t[1]), "sys_s": float(t[2]),
+    "variant": v, "wall_s": round(float(wall), 1), "segments": segments, "nvcc_objects_reused": reused,
+    "user_s_last_segment": float(t[1]), "sys_s_last_segment": float(t[2]),
     "nvcc_on_path": nvcc_seen, "cudaforge_threads": threads or None, "nvcc_compiles": len(runs),
     "nvcc_cpu_s": round(sum(r["cpu_s"] for r in runs), 1), "nvcc": runs,
     "test_binary": exe, "test_binary_bytes": os.path.getsize(exe),

@@ -91,14 +91,32 @@ SH
 chmod +x "$FA_WORK/git-shim/git"
 echo "CUTLASS $commit by hand: $(find "$checkout/include" -type f | wc -l) files from $tree"
 
-# 4. an nvcc wrapper that measures ------------------------------------------------
+# 4. an nvcc wrapper that measures, and can resume -------------------------------
+# Upstream's build is hours of nvcc on 2 cores and cudaforge keeps nothing until all 53
+# objects are done, so an interrupted build (a session's end) would start over. With
+# KILN_PROOF_NVCC_CACHE set (build.sh --resume), each object nvcc finished is kept under
+# a key of its whole command line and the crate's kernels/ folder (CUTLASS is the fixed
+# tree above, the nvcc the pinned one): a rerun copies it back instead of compiling it
+# again, and says so in the log. Each object is measured once, when it was compiled.
 mkdir -p "$FA_WORK/nvcc-time/bin"
 ln -sfn "$CUDA13_ROOT/include" "$FA_WORK/nvcc-time/include"
 cat > "$FA_WORK/nvcc-time/bin/nvcc" <<SH
-#!/bin/sh
+#!/bin/bash
 # kiln bench/flash-attn: each nvcc run's wall, CPU (user+sys, its children included) and
-# largest resident set, one line per run, then the pinned CUDA 13.0 nvcc.
-exec /usr/bin/time -a -o "\${KILN_PROOF_NVCC_LOG:-/dev/null}" -f "%e %U %S %M \$*" "$CUDA13_ROOT/bin/nvcc" "\$@"
+# largest resident set, one line per run, then the pinned CUDA 13.0 nvcc; with a cache,
+# <log>.cached says when each object was compiled or reused.
+log="\${KILN_PROOF_NVCC_LOG:-/dev/null}" cache="\${KILN_PROOF_NVCC_CACHE:-}" out= cu= prev=
+for a in "\$@"; do [ "\$prev" = -o ] && out=\$a; case \$a in *.cu) cu=\$a;; esac; prev=\$a; done
+if [ -z "\$cache" ] || [ -z "\$out" ] || [ -z "\$cu" ]; then
+  exec /usr/bin/time -a -o "\$log" -f "%e %U %S %M \$*" "$CUDA13_ROOT/bin/nvcc" "\$@"
+fi
+key=\$( { printf '%s\\n' "\$@"; find "\$(dirname "\$cu")" -type f | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -c1-64)
+if [ -f "\$cache/\$key.o" ]; then
+  cp "\$cache/\$key.o" "\$out" && echo "\$(date +%s) cached \$cu" >> "\$log.cached"; exit \$?
+fi
+/usr/bin/time -a -o "\$log" -f "%e %U %S %M \$*" "$CUDA13_ROOT/bin/nvcc" "\$@" || exit \$?
+echo "\$(date +%s) compiled \$cu" >> "\$log.cached"
+mkdir -p "\$cache" && cp "\$out" "\$cache/\$key.o.part" && mv "\$cache/\$key.o.part" "\$cache/\$key.o"
 SH
 chmod +x "$FA_WORK/nvcc-time/bin/nvcc"
 
