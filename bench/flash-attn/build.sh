@@ -33,7 +33,7 @@ for v in "${FA_VARIANTS[@]}"; do
   segments="$FA_RESULTS/$v-segments.txt"    # per segment: start [end] (epoch seconds)
   cache="$FA_WORK/nvcc-cache/$v"
   if [ -z "$RESUME" ]; then
-    rm -rf "$tdir" "$cache"; : > "$nvcclog"; : > "$nvcclog.cached"; : > "$segments"
+    rm -rf "$tdir" "$cache"; : > "$log"; : > "$nvcclog"; : > "$nvcclog.cached"; : > "$segments"
   elif [ ! -s "$segments" ]; then
     echo "$v: nothing to resume ($segments is empty): run build.sh $v" >&2; exit 1
   fi
