@@ -69,7 +69,8 @@ import json, os, subprocess, sys
 v, segf, timef, nvcclog, exe, load0, load1, nvcc_seen, threads = sys.argv[1:]
 t = open(timef).read().split()
 # An interrupted segment has a start only: it counts up to its last finished nvcc.
-ends = [float(l.split()[0]) for l in open(nvcclog + ".cached") if l.strip()] if os.path.exists(nvcclog + ".cached") else []
+marks = [l.split() for l in open(nvcclog + ".cached")] if os.path.exists(nvcclog + ".cached") else []
+ends = [float(m[0]) for m in marks if m]
 segments = []
 for line in open(segf):
     f = [float(x) for x in line.split()]
@@ -79,7 +80,7 @@ for line in open(segf):
         done = [e for e in ends if e >= f[0]]
         segments.append({"start": int(f[0]), "wall_s": round(max(done) - f[0], 1) if done else 0.0, "interrupted": True})
 wall = sum(s["wall_s"] for s in segments)
-reused = sum(1 for l in open(nvcclog + ".cached") if " cached " in l) if os.path.exists(nvcclog + ".cached") else 0
+reused = sum(1 for m in marks if m[1:2] == ["cached"])
 runs = []
 for line in open(nvcclog):
     f = line.split(" ", 4)
