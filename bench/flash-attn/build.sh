@@ -64,43 +64,7 @@ for v in "${FA_VARIANTS[@]}"; do
     load1=$(cut -d' ' -f1 /proc/loadavg)
     exe=$(unshare -n cargo test --release --offline --locked --test "$FA_TEST" --no-run --message-format=json 2>/dev/null \
           | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable")][-1])')
-    python3 - "$v" "$segments" "$log.time" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "${CUDAFORGE_THREADS:-}" > "$FA_RESULTS/$v.json" <<'PY'
-import json, os, subprocess, sys
-v, segf, timef, nvcclog, exe, load0, load1, nvcc_seen, threads = sys.argv[1:]
-t = open(timef).read().split()
-# An interrupted segment has a start only: it counts up to its last finished nvcc.
-marks = [l.split() for l in open(nvcclog + ".cached")] if os.path.exists(nvcclog + ".cached") else []
-ends = [float(m[0]) for m in marks if m]
-segments = []
-for line in open(segf):
-    f = [float(x) for x in line.split()]
-    if len(f) == 2:
-        segments.append({"start": int(f[0]), "wall_s": round(f[1] - f[0], 1)})
-    else:
-        done = [e for e in ends if e >= f[0]]
-        segments.append({"start": int(f[0]), "wall_s": round(max(done) - f[0], 1) if done else 0.0, "interrupted": True})
-wall = sum(s["wall_s"] for s in segments)
-reused = sum(1 for m in marks if m[1:2] == ["cached"])
-runs = []
-for line in open(nvcclog):
-    f = line.split(" ", 4)
-    if len(f) == 5 and ".cu" in f[4]:
-        cu = [a for a in f[4].split() if a.endswith(".cu")]
-        runs.append({"file": os.path.basename(cu[-1]) if cu else "?", "wall_s": float(f[0]),
-                     "cpu_s": round(float(f[1]) + float(f[2]), 1), "peak_mib": int(f[3]) // 1024})
-def out(cmd):
-    return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
-print(json.dumps({
-    "variant": v, "wall_s": round(float(wall), 1), "segments": segments, "nvcc_objects_reused": reused,
-    "user_s_last_segment": float(t[1]), "sys_s_last_segment": float(t[2]),
-    "nvcc_on_path": nvcc_seen, "cudaforge_threads": threads or None, "nvcc_compiles": len(runs),
-    "nvcc_cpu_s": round(sum(r["cpu_s"] for r in runs), 1), "nvcc": runs,
-    "test_binary": exe, "test_binary_bytes": os.path.getsize(exe),
-    "needed": [l.split("[")[1].rstrip("]") for l in out(["readelf", "-d", exe]).splitlines() if "(NEEDED)" in l],
-    "loadavg_start": float(load0), "loadavg_end": float(load1), "nproc": os.cpu_count(),
-    "rustc": out(["rustc", "--version"]), "profile": "release, default -j, no network (unshare -n)",
-}, indent=2))
-PY
+    python3 "$FA_HERE/result.py" "$v" "$segments" "$log.time" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "${CUDAFORGE_THREADS:-}" > "$FA_RESULTS/$v.json"
   ) || exit 1
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["variant"] + ":", d["wall_s"], "s wall,", d["nvcc_compiles"], "nvcc compiles,", d["nvcc_cpu_s"], "CPU-s of nvcc; test binary", d["test_binary_bytes"], "bytes")' "$FA_RESULTS/$v.json"
 done
