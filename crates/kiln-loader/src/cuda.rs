@@ -7,7 +7,7 @@
 //! `catch_unwind` for what the probe cannot foresee (needs `panic = "unwind"`,
 //! the default).
 
-use std::ffi::{c_void, CString};
+use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
@@ -15,7 +15,7 @@ use cudarc::driver::{result, sys, CudaContext, DriverError};
 use kiln_manifest::{Artifact, Backend, DeviceArch};
 
 use crate::args::LaunchConfig;
-use crate::driver::{Driver, DriverFail, DriverResult, RawDeviceInfo};
+use crate::driver::{kernel_name, Driver, DriverFail, DriverResult, RawDeviceInfo};
 use crate::error::{Error, Result};
 
 /// The names libcuda goes by; cudarc tries these too (and more spellings).
@@ -237,11 +237,7 @@ impl Driver for CudaDevice {
     }
 
     fn function(&self, module: u64, name: &str) -> DriverResult<u64> {
-        let name = CString::new(name).map_err(|_| DriverFail {
-            code: -1,
-            name: "invalid name".into(),
-            message: "kernel name contains a NUL byte".into(),
-        })?;
+        let name = kernel_name(name)?;
         self.bind()?;
         guarded(|| unsafe { result::module::get_function(module as sys::CUmodule, name) }).map(|f| f as u64)
     }

@@ -22,6 +22,12 @@ pub(crate) struct DriverFail {
 
 pub(crate) type DriverResult<T> = std::result::Result<T, DriverFail>;
 
+/// A kernel's name as the driver APIs take it: refused, not truncated, when
+/// it holds a NUL byte.
+pub(crate) fn kernel_name(name: &str) -> DriverResult<std::ffi::CString> {
+    std::ffi::CString::new(name).map_err(|_| DriverFail { code: -1, name: "invalid name".into(), message: "kernel name contains a NUL byte".into() })
+}
+
 /// What a backend says about a device it opened.
 pub(crate) struct RawDeviceInfo {
     pub ordinal: usize,
@@ -88,5 +94,18 @@ pub(crate) fn count(backend: Backend) -> Result<usize> {
         #[cfg(not(feature = "cuda"))]
         Backend::Cuda => Err(crate::error::Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" }),
         Backend::Hip => crate::hip::count(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_name;
+
+    #[test]
+    fn a_kernel_name_with_a_nul_byte_is_refused_not_truncated() {
+        assert_eq!(kernel_name("affine_f32").unwrap().as_bytes(), b"affine_f32");
+        let fail = kernel_name("affine\0_f32").unwrap_err();
+        assert_eq!((fail.code, fail.name.as_str()), (-1, "invalid name"));
+        assert!(fail.message.contains("NUL"), "{}", fail.message);
     }
 }

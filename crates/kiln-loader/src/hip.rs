@@ -6,14 +6,14 @@
 //! used. The one exception is the device's arch name, which HIP offers only
 //! inside `hipDeviceProp_t`, whose layout changed in ROCm 6; see `arch_name`.
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use kiln_manifest::{Artifact, Backend, DeviceArch};
 
 use crate::args::LaunchConfig;
-use crate::driver::{Driver, DriverFail, DriverResult, RawDeviceInfo};
+use crate::driver::{kernel_name, Driver, DriverFail, DriverResult, RawDeviceInfo};
 use crate::error::{Error, Result};
 
 /// Names an explicit libamdhip64 to load instead of searching.
@@ -409,11 +409,7 @@ impl Driver for HipDevice {
     }
 
     fn function(&self, module: u64, name: &str) -> DriverResult<u64> {
-        let name = CString::new(name).map_err(|_| DriverFail {
-            code: -1,
-            name: "invalid name".into(),
-            message: "kernel name contains a NUL byte".into(),
-        })?;
+        let name = kernel_name(name)?;
         self.select()?;
         let mut f: *mut c_void = std::ptr::null_mut();
         // SAFETY: writes one handle; the module is loaded.

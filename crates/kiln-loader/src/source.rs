@@ -27,29 +27,23 @@ pub trait ArtifactSource: Send + Sync {
     fn describe(&self) -> String;
 }
 
-impl<S: ArtifactSource + ?Sized> ArtifactSource for std::sync::Arc<S> {
-    fn manifest(&self) -> &Manifest {
-        (**self).manifest()
-    }
-    fn bytes(&self, path: &str) -> Result<Cow<'static, [u8]>> {
-        (**self).bytes(path)
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
+/// A shared or `'static` source is a source: the same three calls, passed through.
+macro_rules! forward_source {
+    ($($ptr:ty),+) => {$(
+        impl<S: ArtifactSource + ?Sized> ArtifactSource for $ptr {
+            fn manifest(&self) -> &Manifest {
+                (**self).manifest()
+            }
+            fn bytes(&self, path: &str) -> Result<Cow<'static, [u8]>> {
+                (**self).bytes(path)
+            }
+            fn describe(&self) -> String {
+                (**self).describe()
+            }
+        }
+    )+};
 }
-
-impl<S: ArtifactSource + ?Sized> ArtifactSource for &'static S {
-    fn manifest(&self) -> &Manifest {
-        (**self).manifest()
-    }
-    fn bytes(&self, path: &str) -> Result<Cow<'static, [u8]>> {
-        (**self).bytes(path)
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
-}
+forward_source!(std::sync::Arc<S>, &'static S);
 
 /// A dist folder written by `cargo xtask dist` (`target/dist`).
 #[derive(Debug)]
