@@ -90,6 +90,11 @@ impl Runner {
         // A fresh pid namespace makes nvcc's temporary file names (which
         // embed its pid, and end up in host objects) the same every run.
         c.args(["--unshare-all", "--die-with-parent", "--clearenv"]);
+        // As root (CI, the builder image) bubblewrap would otherwise leave the
+        // compiler every capability, and a `mount -o remount,bind,rw` of a
+        // read-only mount writes through to the host; no terminal either, so
+        // nothing can push input into the caller's (TIOCSTI).
+        c.args(["--cap-drop", "ALL", "--new-session"]);
         for (k, v) in ENV {
             c.args(["--setenv", k, v]);
         }
