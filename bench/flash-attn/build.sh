@@ -62,9 +62,9 @@ for v in "${FA_VARIANTS[@]}"; do
     t1=$(date +%s.%N)
     echo " $t1" >> "$segments"
     load1=$(cut -d' ' -f1 /proc/loadavg)
-    exe=$(unshare -n cargo test --release --offline --locked --test "$FA_TEST" --no-run --message-format=json 2>/dev/null \
-          | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable")][-1])')
-    python3 "$FA_HERE/result.py" "$v" "$segments" "$log.time" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "${CUDAFORGE_THREADS:-}" > "$FA_RESULTS/$v.json"
+    exe=$(test_executable unshare -n cargo test --release --offline --locked --test "$FA_TEST") || exit 1
+    python3 "$FA_HERE/result.py" "$v" "$segments" "$log.time" "$nvcclog" "$exe" "$(needed_libs "$exe")" \
+      "$load0" "$load1" "$nvcc_seen" "${CUDAFORGE_THREADS:-}" > "$FA_RESULTS/$v.json"
   ) || exit 1
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["variant"] + ":", d["wall_s"], "s wall,", d["nvcc_compiles"], "nvcc compiles,", d["nvcc_cpu_s"], "CPU-s of nvcc; test binary", d["test_binary_bytes"], "bytes")' "$FA_RESULTS/$v.json"
 done

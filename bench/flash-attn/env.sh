@@ -1,15 +1,18 @@
+# shellcheck shell=bash disable=SC2034  # settings, read by the scripts that source this
 # Shared settings of the candle-flash-attn proof (sourced by the other scripts). It
-# reuses bench/candle-proof's CUDA 13.0 wheels, link folder and GPU-side conventions.
-source "$(dirname "${BASH_SOURCE[0]}")/../candle-proof/env.sh"
-FA_HERE="$REPO/bench/flash-attn"
+# reuses bench/candle-core's CUDA 13.0 wheels, link folder and GPU-side conventions, and
+# bench/lib.sh's helpers through it.
+# shellcheck source=../candle-core/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../candle-core/env.sh"
+FA_HERE="$BENCH/flash-attn"
 FA_WORK="$WORK/fa"
 
-# The pinned crate, from the one place it is pinned (pins.toml's [sets.flash-attn]).
-read -r FA_VERSION FA_SHA256 < <(python3 -c '
-import sys, tomllib
-s = tomllib.load(open(sys.argv[1], "rb"))["sets"]["flash-attn"]["source"]
-print(s["version"], s["sha256"])' "$REPO/pins.toml")
-FA_URL="https://static.crates.io/crates/candle-flash-attn/candle-flash-attn-${FA_VERSION}.crate"
+# The pinned crate: pins.toml's [sets.flash-attn] source, through bench/lib.sh's `pin`.
+FA_VERSION="$(pin sets flash-attn source version)"
+FA_SHA256="$(pin sets flash-attn source sha256)"
+FA_URL="$(crate_url "$(pin sets flash-attn source crate)" "$FA_VERSION")"
+# The version of kiln's drop-in crate for it (<version>+kiln.<revision>).
+FA_KILN_VERSION="$(pin sets flash-attn crate version)"
 
 # kiln's crates: the candle set's (candle-kernels and its CUDA runtime crate) and the
 # flash-attn set's (`cargo xtask dist --set flash-attn`).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: joins pack.sh's pieces (target/fa-proof/c*/<v>.tar.xz.NN, carried over
 # several calls) into target/fa-proof/<v>.tar.xz and checks each against its sha256, so that
-# bench/candle-proof/run-gpu.sh can run it. Usage: join.sh variant...
+# bench/candle-core/run-suite.sh can run it (bench/gpu-host.sh flash-attn calls it). Usage: join.sh variant...
 set -euo pipefail
 PACK="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/target/fa-proof"
 for v in "$@"; do

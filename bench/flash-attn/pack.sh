@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs what the GPU run carries, in the layout bench/candle-proof/run-gpu.sh reads
+# Packs what the GPU run carries, in the layout bench/candle-core/run-suite.sh reads
 # (KILN_PROOF_NAME=fa-proof, KILN_PROOF_BIN=flash_attn_tests):
 #   <v>.tar.xz = fa-proof-<v>/
 #       flash_attn_tests   the test binary build.sh made (debug info stripped)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """build.sh's result: <variant>.json from one variant's build records.
 
-Usage: result.py variant segments timefile nvcclog test_binary load0 load1 nvcc_seen threads
-(build.sh calls it at a build's end; it can be run again on the same records.)"""
+Usage: result.py variant segments timefile nvcclog test_binary needed load0 load1 nvcc_seen threads
+(needed: the binary's NEEDED libraries as a JSON list, bench/lib.sh's needed_libs; build.sh
+calls it at a build's end; it can be run again on the same records.)"""
 import json, os, subprocess, sys
-v, segf, timef, nvcclog, exe, load0, load1, nvcc_seen, threads = sys.argv[1:]
+v, segf, timef, nvcclog, exe, needed, load0, load1, nvcc_seen, threads = sys.argv[1:]
 t = open(timef).read().split()
 # An interrupted segment has a start only: it counts up to its last finished nvcc before the
 # next segment's start (later compiles belong to the next segment).
@@ -36,7 +37,7 @@ print(json.dumps({
     "nvcc_on_path": nvcc_seen, "cudaforge_threads": threads or None, "nvcc_compiles": len(runs),
     "nvcc_cpu_s": round(sum(r["cpu_s"] for r in runs), 1), "nvcc": runs,
     "test_binary": exe, "test_binary_bytes": os.path.getsize(exe),
-    "needed": [l.split("[")[1].rstrip("]") for l in out(["readelf", "-d", exe]).splitlines() if "(NEEDED)" in l],
+    "needed": json.loads(needed),
     "loadavg_start": float(load0), "loadavg_end": float(load1), "nproc": os.cpu_count(),
     "rustc": out(["rustc", "--version"]), "profile": "release, default -j, no network (unshare -n)",
 }, indent=2))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares $FA_WORK (default /root/proof/fa) for build.sh; nothing here is timed.
 #
-#  1. candle-flash-attn from static.crates.io, sha256-checked against pins.toml.
+#  1. candle-flash-attn from static.crates.io, sha256-checked against the pin (bench/lib.sh's `pin`).
 #  2. One consumer crate per variant, $FA_WORK/<v>/fa-consumer: it depends on
 #     candle-core (cuda) and candle-flash-attn 0.11.1 as any user would, and its one
 #     test target is upstream's own tests/flash_attn_tests.rs, taken from the crate.
@@ -14,7 +14,7 @@
 #     tree kiln verified (nvidia-cutlass 3.5.0.0's include/, byte-identical to that
 #     commit's: docs/kernel-sets.md), and a `git` on the build's PATH answers
 #     rev-parse with the commit and refuses everything else.
-#  4. bench/candle-proof/setup.sh's CUDA 13.0 wheels, link folder and nvcc wrapper
+#  4. bench/candle-core/setup.sh's CUDA 13.0 wheels, link folder and nvcc wrapper
 #     (run it first), plus a wrapper that records each nvcc's CPU time and peak memory.
 #  5. `cargo fetch` for both (downloads are not part of the timed builds).
 # Usage: setup.sh [variant...]   (default: upstream kiln; kiln needs kiln's crates)
@@ -22,7 +22,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 [ $# -gt 0 ] && FA_VARIANTS=("$@")
 has() { [[ " ${FA_VARIANTS[*]} " == *" $1 "* ]]; }
 [ -x "$CUDA13_ROOT/bin/nvcc" ] && [ -e "$LINKROOT/lib/libcudart.so" ] \
-  || { echo "run bench/candle-proof/setup.sh first (CUDA 13.0 wheels, $LINKROOT)" >&2; exit 1; }
+  || { echo "run bench/candle-core/setup.sh first (CUDA 13.0 wheels, $LINKROOT)" >&2; exit 1; }
 ! has kiln || [ -f "$KILN_FA_CRATES/crates.json" ] || { echo "$KILN_FA_CRATES: run cargo xtask dist --set flash-attn first" >&2; exit 1; }
 mkdir -p "$WORK/dl" "$FA_RESULTS"
 
@@ -67,7 +67,7 @@ path = "tests/$FA_TEST.rs"
 [workspace]
 TOML
 done
-! has kiln || python3 "$REPO/bench/candle-proof/unpack-crates.py" "$FA_WORK/kiln-crates" "$KILN_CRATES" "$KILN_FA_CRATES" \
+! has kiln || python3 "$BENCH/candle-core/unpack-crates.py" "$FA_WORK/kiln-crates" "$KILN_CRATES" "$KILN_FA_CRATES" \
   >> "$FA_WORK/kiln/fa-consumer/Cargo.toml"
 
 # 3. CUTLASS by hand ------------------------------------------------------------
@@ -125,7 +125,7 @@ for v in "${FA_VARIANTS[@]}"; do
   (cd "$FA_WORK/$v/fa-consumer" && cargo fetch)
 done
 has kiln || { echo "setup done (${FA_VARIANTS[*]}): $FA_WORK"; exit 0; }
-grep -A1 '^name = "candle-flash-attn"$' "$FA_WORK/kiln/fa-consumer/Cargo.lock" | grep -q "\"$FA_VERSION+kiln" \
+grep -A1 '^name = "candle-flash-attn"$' "$FA_WORK/kiln/fa-consumer/Cargo.lock" | grep -q "\"$FA_KILN_VERSION\"" \
   || { echo "the kiln consumer does not use kiln's candle-flash-attn (see its Cargo.lock)" >&2; exit 1; }
 ! grep -q '^name = "cudaforge"$' "$FA_WORK/kiln/fa-consumer/Cargo.lock" \
   || { echo "cudaforge (upstream's nvcc driver) is still in the kiln consumer's graph" >&2; exit 1; }

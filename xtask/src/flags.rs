@@ -160,6 +160,14 @@ pub enum PinsAction {
     Check,
     /// Resolve [toolchain] into the exact package closure and rewrite its generated part.
     Update,
+    /// Print what scripts need from the pin file (bench/lib.sh reads it): each set's source crate,
+    /// pinned inputs, targets and crate version; the global targets; the toolchain's compilers,
+    /// ptxas wheel and sysroot identity.
+    Show {
+        /// As one JSON object on stdout (the only format).
+        #[arg(long, required = true)]
+        json: bool,
+    },
 }
 
 /// The remote cache options of `dist` and `dist merge`.

@@ -68,11 +68,10 @@ for v in "${VARIANTS[@]}"; do
     tests=$(timed_cargo tests "$log" build "${profile_args[@]}" --offline --locked --features cuda --test "$TEST_TARGET" --timings) || exit 1
     cp "$tdir/cargo-timings/cargo-timing.html" "$RESULTS/$v-timing-tests.html" 2>/dev/null || true
     load1=$(cut -d' ' -f1 /proc/loadavg)
-    exe=$(cargo test "${profile_args[@]}" --offline --locked --features cuda --test "$TEST_TARGET" --no-run --message-format=json 2>/dev/null \
-          | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable")][-1])')
-    python3 - "$v" "$lib" "$tests" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "$PROFILE" > "$RESULTS/$v.json" <<'PY'
+    exe=$(test_executable cargo test "${profile_args[@]}" --offline --locked --features cuda --test "$TEST_TARGET") || exit 1
+    python3 - "$v" "$lib" "$tests" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "$PROFILE" "$(needed_libs "$exe")" > "$RESULTS/$v.json" <<'PY'
 import json, os, platform, subprocess, sys
-v, lib, tests, nvcclog, exe, load0, load1, nvcc_seen, profile = sys.argv[1:]
+v, lib, tests, nvcclog, exe, load0, load1, nvcc_seen, profile, needed = sys.argv[1:]
 def parse(s):
     f = s.split()
     return {"wall_s": round(float(f[1]), 1), "user_s": float(f[3]), "sys_s": float(f[4])}
@@ -88,7 +87,7 @@ res = {
     "nvcc_calls": len(calls), "nvcc_compile_calls": len(compile_calls),
     "nvcc_on_path": nvcc_seen,
     "test_binary": exe, "test_binary_bytes": os.path.getsize(exe),
-    "needed": [l.split("[")[1].rstrip("]") for l in out(["readelf", "-d", exe]).splitlines() if "(NEEDED)" in l],
+    "needed": json.loads(needed),
     "machine": {"cpu": cpu[0] if cpu else "?", "nproc": os.cpu_count(), "os": out(["sh", "-c", ". /etc/os-release; echo $PRETTY_NAME"]),
                 "kernel": platform.release(), "rustc": out(["rustc", "--version"]), "cargo": out(["cargo", "--version"]),
                 "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},

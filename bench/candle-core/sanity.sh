@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Local check, no GPU: runs the PACKED binaries (target/candle-proof/<v>.tar.xz) through
-# run-gpu.sh exactly as the GPU run will, except that libcuda.so.1 is setup.sh's stub
+# run-suite.sh exactly as the GPU run will, except that libcuda.so.1 is setup.sh's stub
 # (every entry point answers CUDA_ERROR_NO_DEVICE, as a driver with no GPU does) and the
 # CUDA 13 libraries are the wheels'. Expected and checked:
 #   - every test that is not a CUDA test passes (or is ignored upstream);
@@ -19,7 +19,7 @@ status=0
 for v in "${VARIANTS[@]}"; do
   OUT="$S" THREADS=2 WARM=0 KILN_PROOF_UNPACK="$S/unpacked" \
     KILN_PROOF_LIBDIRS="$LINKROOT/nogpu:$CUDA13_ROOT/lib" \
-    bash "$HERE/run-gpu.sh" "$v" || true
+    bash "$HERE/run-suite.sh" "$v" || true
   for f in "$S/$v-cold".*; do mv "$f" "${f/-cold./-local.}"; done
   # Without any libcuda.so.1:
   rc=0

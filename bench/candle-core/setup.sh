@@ -9,7 +9,7 @@
 #  2. kiln's packaged crates (target/dist/crates/*.crate, checked against
 #     crates.json's sha256), unpacked into $WORK/kiln-crates: the patch points there,
 #     so the build sees exactly what a registry would serve.
-#  3. CUDA 13.0 from PyPI wheels pinned in cuda13-wheels.lock (version + sha256).
+#  3. CUDA 13.0 from PyPI wheels pinned in cuda13-wheels.lock (version + sha256; pip --require-hashes).
 #  4. $WORK/cuda-link/lib: the .so names cudarc links (-lcuda -lnvrtc -lcublas
 #     -lcublasLt -lcurand) and upstream candle-kernels links (-lcudart), pointing at
 #     the wheels' .so.13 files; libcuda.so is a generated stub (soname libcuda.so.1;
@@ -33,7 +33,7 @@ for v in "${VARIANTS[@]}"; do
   mods=$(sed -n '/^\[\[test\]\]/,/^$/ s/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml")
   [ "$(echo "$mods" | wc -l)" = 16 ] || { echo "expected 16 [[test]] targets, got: $mods" >&2; exit 1; }
   {
-    echo "// Added by kiln's bench/candle-proof: candle-core's 16 integration-test files as one binary."
+    echo "// Added by kiln's bench/candle-core: candle-core's 16 integration-test files as one binary."
     echo "// quantized_tests.rs names \`crate::quantized\` and \`crate::k_quants\` (its own imports when it is"
     echo "// a crate root); as a module, \`crate\` is this file, so the same names are imported here."
     echo "#[allow(unused_imports)]"
@@ -42,7 +42,7 @@ for v in "${VARIANTS[@]}"; do
   } > "$dir/tests/$TEST_TARGET.rs"
   cat >> "$dir/Cargo.toml" <<EOF
 
-# Added by kiln's bench/candle-proof.
+# Added by kiln's bench/candle-core.
 [[test]]
 name = "$TEST_TARGET"
 path = "tests/$TEST_TARGET.rs"
@@ -73,7 +73,7 @@ for v in "${VARIANTS[@]}"; do
     # unused until that one entry is updated: it then names kiln's shim (and adds
     # kiln's crates); everything else stays at candle's own versions.
     (cd "$dir" && cargo update -p candle-kernels && cargo fetch --locked)
-    grep -A1 '^name = "candle-kernels"$' "$dir/Cargo.lock" | grep -q '"0.11.1+kiln.1"' \
+    grep -A1 '^name = "candle-kernels"$' "$dir/Cargo.lock" | grep -q "\"$(pin sets candle crate version)\"" \
       || { echo "the [patch.crates-io] entry for candle-kernels is not used (see $dir/Cargo.lock)" >&2; exit 1; }
     ! grep -q '^name = "cudaforge"$' "$dir/Cargo.lock" \
       || { echo "cudaforge (upstream's nvcc driver) is still in the kiln variant's graph" >&2; exit 1; }
@@ -110,7 +110,7 @@ mkdir -p "$NVCC_WRAP/bin"
 ln -s "$CUDA13_ROOT/include" "$NVCC_WRAP/include"
 cat > "$NVCC_WRAP/bin/nvcc" <<EOF
 #!/bin/sh
-# kiln bench/candle-proof: log the call, then run the pinned CUDA 13.0 nvcc.
+# kiln bench/candle-core: log the call, then run the pinned CUDA 13.0 nvcc.
 printf '%s %s\n' "\$(date +%s.%N)" "\$*" >> "\${KILN_PROOF_NVCC_LOG:-/dev/null}"
 exec "$CUDA13_ROOT/bin/nvcc" "\$@"
 EOF

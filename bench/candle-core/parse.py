@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Counts for docs from run-gpu.sh's output (libtest's plain format).
+"""Counts for docs from run-suite.sh's output (libtest's plain format).
 
   parse.py --out DIR VARIANT            -> JSON counts for each run of VARIANT
   parse.py --out DIR --compare A B      -> markdown: both variants' counts, and every

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs candle-core 0.11.1's integration tests (one binary per variant, packed by
-# pack.sh) on a CUDA machine that has no cargo. Run from the repository root:
+# Runs a packed test suite (one binary per variant: candle-core 0.11.1's integration tests,
+# packed by pack.sh, or another proof's) on a CUDA machine that has no cargo; the GPU-host
+# entry bench/gpu-host.sh calls it (`candle-suite`, `targets`, `flash-attn`), and sanity.sh
+# here with a stub libcuda. Run from the repository root:
 #
-#   bash bench/candle-proof/run-gpu.sh kiln upstream
+#   OUT=... bash bench/candle-core/run-suite.sh kiln upstream
 #
 # with target/candle-proof/<variant>.tar.xz carried. Per variant, into $OUT:
 #   <v>-env.txt        GPU, driver, the libraries the binary resolves (ldd)
@@ -29,7 +31,8 @@ set -uo pipefail
 
 OUT="${OUT:?set OUT to the folder the results go to}"
 mkdir -p "$OUT"
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 THREADS="${THREADS:-8}"
 PACKDIR="${KILN_PROOF_PACK:-$REPO/target/candle-proof}"
 NAME="${KILN_PROOF_NAME:-candle-proof}"
@@ -82,7 +85,7 @@ for v in "$@"; do
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv 2>&1 || true
     echo "--- ldd"; ldd "$dir/$BIN" 2>&1
   } > "$OUT/$v-env.txt"
-  cd "$dir"
+  cd "$dir" || exit 1
   "./$BIN" --list > "$OUT/$v-list.txt" 2>&1
   echo $? > "$OUT/$v-list.rc"
   cache=$(mktemp -d "/tmp/$NAME-jit.XXXXXX")
@@ -102,7 +105,7 @@ for v in "$@"; do
     [ $rc = 0 ] || overall=1
   done
   rm -rf "$cache"
-  cd "$REPO"
-  python3 "$REPO/bench/candle-proof/parse.py" --out "$OUT" "$v" > "$OUT/$v-counts.json" 2>>"$OUT/error.txt" || true
+  cd "$REPO" || exit 1
+  python3 "$BENCH/candle-core/parse.py" --out "$OUT" "$v" > "$OUT/$v-counts.json" 2>>"$OUT/error.txt" || true
 done
 exit $overall

@@ -6,7 +6,7 @@
 //! Prints the sha256 of the quantized bytes and a few of them; the GPU script
 //! runs it both ways on a fresh JIT cache and compares. No cuBLAS, no module
 //! loads (CUDA_FORCE_PTX_JIT would break cuBLAS's own kernels).
-//! Built by bench/candle-proof/dropin-load.sh libptx (not a workspace member).
+//! Built by bench/candle-core/dropin-load.sh libptx (not a workspace member).
 
 use std::ffi::c_void;
 

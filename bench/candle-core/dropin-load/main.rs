@@ -7,7 +7,7 @@
 //! virtual arch its code came from: 90 for kiln's sm_90 SASS, 89 when the
 //! driver JIT-compiled the compute_89 PTX). One JSON line per module, then a
 //! total. Run with a fresh CUDA_CACHE_PATH; KILN_PTX_ARCH=compute_89 forces PTX.
-//! Built by bench/candle-proof/setup.sh + build-dropin-load.sh (not a workspace member).
+//! Built by bench/candle-core/setup.sh + dropin-load.sh (not a workspace member).
 
 use std::time::Instant;
 
