@@ -61,6 +61,8 @@ fn request(url: &str, body: Option<&[u8]>, token: Option<&str>) -> Result<Respon
     let upload = Temp::new("body");
     let mut cmd = Command::new("curl");
     cmd.args(["--silent", "--show-error", "--connect-timeout", "20", "--max-time", "600", "--user-agent", USER_AGENT]);
+    // HTTP(S) only, redirects included: never a file:// or other scheme's bytes in a body or an error.
+    cmd.args(["--proto", "=http,https", "--proto-redir", "=http,https"]);
     // The token goes in through stdin, never on the command line (where any
     // user's `ps` would show it).
     cmd.args(["--config", "-"]);

@@ -98,6 +98,27 @@ pub struct IndexEntry {
     pub rust_version: Option<String>,
 }
 
+impl Config {
+    /// A registry's `config.json` as served from `url`: its `dl` and `api`
+    /// must be http(s) URLs, since kiln sends the registry's token to `api`
+    /// and a `file://` one would have curl read a local file into the error.
+    pub fn parse(url: &str, body: &[u8]) -> Result<Config> {
+        let config: Config = serde_json::from_slice(body).with_context(|| format!("{url} is not a registry config.json"))?;
+        for (field, value) in [("dl", Some(&config.dl)), ("api", config.api.as_ref())] {
+            if let Some(v) = value.filter(|v| !is_http(v)) {
+                bail!("{url}: `{field}` is {v:?}, not an http:// or https:// URL: kiln talks to a registry over HTTP only (check the registry's configuration)");
+            }
+        }
+        Ok(config)
+    }
+}
+
+/// Whether `url` is an `http://` or `https://` URL (scheme in any case).
+pub fn is_http(url: &str) -> bool {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    matches!(scheme.as_deref(), Some("http" | "https"))
+}
+
 fn one() -> u32 {
     1
 }
@@ -144,7 +165,7 @@ impl Registry {
                 env_key(name, "INDEX")
             );
         };
-        if !index.starts_with("sparse+") {
+        if !index.strip_prefix("sparse+").is_some_and(is_http) {
             bail!(
                 "registry `{name}` has index {index} (from {index_from}): kiln publishes to sparse registries only (`sparse+https://...`); a git index needs `cargo publish`"
             );
@@ -171,7 +192,7 @@ impl Registry {
         if r.status != 200 {
             bail!("{url}: HTTP {} {}", r.status, r.text().trim());
         }
-        serde_json::from_slice(&r.body).with_context(|| format!("{url} is not a registry config.json"))
+        Config::parse(&url, &r.body)
     }
 
     /// The versions of `name` the index lists (none when it has no file).
@@ -275,6 +296,22 @@ mod tests {
     }
 
     #[test]
+    fn a_config_whose_dl_or_api_is_not_http_is_refused_naming_the_field() {
+        let url = "http://127.0.0.1:1/config.json";
+        let ok = Config::parse(url, br#"{"dl":"http://127.0.0.1:1/dl","api":"HTTPS://registry.example"}"#).unwrap();
+        assert_eq!(ok.api.as_deref(), Some("HTTPS://registry.example"));
+        // What made `publish --execute` print the environment: curl read the file into the error.
+        let e = format!("{:#}", Config::parse(url, br#"{"dl":"http://127.0.0.1:1/dl","api":"file:///proc/self/environ#"}"#).unwrap_err());
+        assert!(e.starts_with(url) && e.contains("`api` is \"file:///proc/self/environ#\", not an http:// or https:// URL"), "{e}");
+        for dl in ["ftp://x/", "/srv/crates", "gopher://x"] {
+            let body = format!(r#"{{"dl":"{dl}"}}"#);
+            let e = format!("{:#}", Config::parse(url, body.as_bytes()).unwrap_err());
+            assert!(e.contains("`dl` is"), "{dl}: {e}");
+        }
+        assert!(format!("{:#}", Config::parse(url, b"<html>").unwrap_err()).contains("is not a registry config.json"));
+    }
+
+    #[test]
     fn index_paths_follow_cargo() {
         assert_eq!(index_path("a"), "1/a");
         assert_eq!(index_path("ab"), "2/ab");
@@ -312,6 +349,9 @@ mod tests {
         env.insert("CARGO_REGISTRIES_GIT_INDEX".into(), "https://example.com/index.git".into());
         let err = Registry::resolve("git", &lookup(&env)).unwrap_err().to_string();
         assert!(err.contains("sparse registries only"), "{err}");
+        env.insert("CARGO_REGISTRIES_LOCAL_INDEX".into(), "sparse+file:///srv/index/".into());
+        let err = Registry::resolve("local", &lookup(&env)).unwrap_err().to_string();
+        assert!(err.contains("has index sparse+file:///srv/index/") && err.contains("sparse registries only"), "not http(s): {err}");
 
         let r = Registry::resolve(CRATES_IO, &lookup(&env)).unwrap();
         assert!(r.is_crates_io(), "{r:?}");

@@ -1,0 +1,53 @@
+//! A registry that answers with something other than HTTP URLs: a loopback
+//! server whose `config.json` names `file:///proc/self/environ#` as its
+//! upload API once made `publish --execute` print the whole environment (the
+//! token and CI's secrets) in its error. Now the config is refused, and curl
+//! itself takes no scheme but http(s).
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    net::TcpListener,
+    thread,
+};
+
+use kiln_publish::{http, registry::Registry};
+
+/// Serves `body` as JSON to every request on 127.0.0.1 until dropped with the process.
+fn serve(body: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let mut stream = stream.unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let reply =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    format!("sparse+http://127.0.0.1:{port}/index/")
+}
+
+#[test]
+fn a_registry_whose_api_is_a_local_file_is_refused_and_nothing_of_the_environment_is_read() {
+    let index = serve(r#"{"dl":"http://127.0.0.1:1/dl","api":"file:///proc/self/environ#"}"#);
+    let reg = Registry { name: "hostile".into(), index, index_from: "the test".into(), token: None, token_from: None };
+    let e = format!("{:#}", reg.config().unwrap_err());
+    assert!(e.contains("/index/config.json: `api` is \"file:///proc/self/environ#\", not an http:// or https:// URL"), "{e}");
+}
+
+#[test]
+fn curl_is_never_asked_for_another_scheme_than_http() {
+    // The last line of defence below the config check: a request for a
+    // file:// URL fails in curl, and no byte of that file reaches the error.
+    std::env::set_var("KILN_TEST_SECRET", "do-not-print-me");
+    for url in ["file:///proc/self/environ#", "FILE:///proc/self/environ", "dict://127.0.0.1:1/"] {
+        let e = format!("{:#}", http::put(url, b"crate", None).unwrap_err());
+        assert!(!e.contains("do-not-print-me") && !e.contains("PATH="), "{url}: {e}");
+        assert!(e.contains("Protocol") || e.contains("protocol"), "curl names the refused scheme: {url}: {e}");
+    }
+}
