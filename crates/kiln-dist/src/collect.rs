@@ -11,7 +11,7 @@ use std::{
 use crate::set_manifest::SetManifest;
 use anyhow::{bail, Context, Result};
 use kiln_build::{Arch, Built, Failed, Job, Kind, Node};
-use kiln_manifest::{Artifact, Backend, KernelResources, Manifest, Toolchain};
+use kiln_manifest::{Artifact, Backend, Manifest, Toolchain};
 use kiln_pins::{KernelSet, Pins, SassBy, Sm, Target, Targets};
 use kiln_toolchain::fetch;
 use kiln_validate::{
@@ -104,7 +104,7 @@ fn describe(targets: &Targets, job: &Job, bytes: &[u8]) -> Result<Artifact> {
         (Kind::Hsaco, Some(Target::Hip(arch))) => {
             let h = hsaco::check(bytes, arch.as_str(), arch.mach(), targets.code_object_version)?;
             let mut a = base(job, K::Hsaco, bytes, h.kernel_names());
-            a.resources = h.kernels.into_iter().map(resources).collect();
+            a.resources = h.kernels;
             a
         }
         (Kind::Ptx, Some(Target::Ptx(sm))) => {
@@ -120,20 +120,6 @@ fn describe(targets: &Targets, job: &Job, bytes: &[u8]) -> Result<Artifact> {
         }
         _ => unreachable!("{job}: not a module's job"),
     })
-}
-
-fn resources(k: hsaco::KernelResources) -> KernelResources {
-    KernelResources {
-        name: k.name,
-        vgprs: k.vgprs,
-        sgprs: k.sgprs,
-        vgpr_spills: k.vgpr_spills,
-        sgpr_spills: k.sgpr_spills,
-        scratch_bytes: k.scratch_bytes,
-        lds_bytes: k.lds_bytes,
-        max_flat_workgroup_size: k.max_flat_workgroup_size,
-        wavefront_size: k.wavefront_size,
-    }
 }
 
 /// Checks a set's static library (the archive job's output): SASS for every
