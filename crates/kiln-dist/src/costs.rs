@@ -116,7 +116,8 @@ impl Costs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_build::{Arch, Kind};
+    use kiln_build::{Arch, JobKind};
+    use kiln_manifest::Kind;
     use kiln_pins::Target;
 
     fn job(kind: Kind, arch: &str, module: &str) -> Job {
@@ -124,7 +125,7 @@ mod tests {
             set: "candle".into(),
             module: module.into(),
             arch: Arch::One(Target::parse(arch).unwrap()),
-            kind,
+            kind: JobKind::Artifact(kind),
             argv: vec![],
             output: String::new(),
             inputs: vec![],
