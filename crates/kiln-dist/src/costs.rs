@@ -55,7 +55,7 @@ impl Costs {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         let costs: Costs = toml::from_str(&text).map_err(|e| {
-            let line = e.span().map_or(0, |s| text[..s.start].matches('\n').count() + 1);
+            let line = e.span().map_or(0, |s| kiln_pins::line_col(&text, s.start).0);
             anyhow::anyhow!("{}:{line}: {}", path.display(), e.message())
         })?;
         if costs.schema != 1 {
