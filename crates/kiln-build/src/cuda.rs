@@ -3,17 +3,18 @@
 //! static library's host objects, each carrying a fatbin for every sm.
 
 use anyhow::Result;
+use kiln_manifest::Kind;
 use kiln_pins::{Sm, Target};
 
 use crate::{
-    job::{Arch, Job, Kind},
+    job::{Arch, Job, JobKind},
     plan::{Plan, SourceFile},
 };
 
 /// What one nvcc call makes: for which arch, what kind, into which file.
 struct Output {
     arch: Arch,
-    kind: Kind,
+    kind: JobKind,
     name: String,
 }
 
@@ -47,14 +48,14 @@ fn gencode(virt: Sm, real: &str) -> String {
 /// PTX for one virtual arch: the fallback for GPUs no cubin was built for.
 pub fn ptx_job(plan: &Plan, module: &str, file: &SourceFile, level: Sm) -> Result<Job> {
     let g = vec![gencode(level, &level.ptx())];
-    let out = Output { arch: Arch::One(Target::Ptx(level)), kind: Kind::Ptx, name: format!("{module}.ptx") };
+    let out = Output { arch: Arch::One(Target::Ptx(level)), kind: JobKind::Artifact(Kind::Ptx), name: format!("{module}.ptx") };
     nvcc_job(plan, module, out, &["--ptx"], &plan.set.flags.cuda, file, g)
 }
 
 /// SASS for one sm.
 pub fn cubin_job(plan: &Plan, module: &str, file: &SourceFile, sm: Sm) -> Result<Job> {
     let g = vec![gencode(sm, &sm.sass())];
-    let out = Output { arch: Arch::One(Target::Sass(sm)), kind: Kind::Cubin, name: format!("{module}.cubin") };
+    let out = Output { arch: Arch::One(Target::Sass(sm)), kind: JobKind::Artifact(Kind::Cubin), name: format!("{module}.cubin") };
     nvcc_job(plan, module, out, &["--cubin"], &plan.set.flags.cuda, file, g)
 }
 
@@ -83,7 +84,7 @@ pub fn ptxas_cubin_job(plan: &Plan, module: &str, file: &SourceFile, sm: Sm, fro
         set: plan.set.name.clone(),
         module: module.into(),
         arch: Arch::One(Target::Sass(sm)),
-        kind: Kind::Cubin,
+        kind: JobKind::Artifact(Kind::Cubin),
         argv: vec!["sh".into(), "-c".into(), script],
         output,
         cost: plan.cost(&inputs) * 2,
@@ -120,7 +121,8 @@ pub fn object_job(plan: &Plan, lib: &str, file: &SourceFile, sass: &[Sm], ptx: &
     for f in &forced {
         flags.extend(["-include".to_string(), f.at.clone()]);
     }
-    let mut job = nvcc_job(plan, &format!("{lib}/{stem}"), Output { arch, kind: Kind::Object, name: format!("{stem}.o") }, &["-c"], &flags, file, g)?;
+    let mut job =
+        nvcc_job(plan, &format!("{lib}/{stem}"), Output { arch, kind: JobKind::Object, name: format!("{stem}.o") }, &["-c"], &flags, file, g)?;
     job.inputs = plan.scan_forced(file, &forced)?;
     job.cost = plan.cost(&job.inputs) * (sass.len() + ptx.len()) as u64;
     Ok(job)
@@ -138,7 +140,7 @@ pub fn archive_job(plan: &Plan, lib: &str, sass: &[Sm], ptx: &[Sm], members: &[S
         set: plan.set.name.clone(),
         module: lib.into(),
         arch: Arch::Fat { sass: sass.to_vec(), ptx: ptx.to_vec() },
-        kind: Kind::Staticlib,
+        kind: JobKind::Artifact(Kind::Staticlib),
         argv,
         output,
         inputs: Vec::new(),

@@ -4,10 +4,11 @@
 //! force-included ahead of each source, which stays unmodified.
 
 use anyhow::Result;
+use kiln_manifest::Kind;
 use kiln_pins::{HipArch, Pins, Target};
 
 use crate::{
-    job::{Arch, Job, Kind},
+    job::{Arch, Job, JobKind},
     plan::{Plan, SourceFile},
 };
 
@@ -47,7 +48,7 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
         set: plan.set.name.clone(),
         module: module.into(),
         arch: Arch::One(Target::Hip(arch.clone())),
-        kind: Kind::Hsaco,
+        kind: JobKind::Artifact(Kind::Hsaco),
         argv,
         output,
         cost: plan.cost(&inputs),

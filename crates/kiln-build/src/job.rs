@@ -4,14 +4,14 @@
 use std::{collections::HashMap, fmt, path::PathBuf, sync::Mutex};
 
 use anyhow::Result;
-use kiln_toolchain::{fetch, Mount};
-use sha2::{Digest, Sha256};
+use kiln_toolchain::Mount;
 
 use crate::scan::Input;
 
 /// Bump when the meaning of a cache entry changes, to orphan old entries.
 const CACHE_FORMAT: &str = "kiln-cache v1";
 
+use kiln_manifest::Kind;
 use kiln_pins::{Sm, Target};
 pub use kiln_target::Backend;
 
@@ -44,30 +44,28 @@ impl fmt::Display for Arch {
     }
 }
 
+/// What a job writes: an artifact of one of the manifest's kinds, or a host
+/// object the static library is archived from (never published).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Hsaco,
-    Ptx,
-    Cubin,
+pub enum JobKind {
+    Artifact(Kind),
     /// A host object holding a fatbin, for the static library.
     Object,
-    Staticlib,
 }
 
-impl Kind {
+impl JobKind {
+    /// The name the cache key's recipe and `job-costs.toml` carry: the
+    /// artifact kind's own name, or `object`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Hsaco => "hsaco",
-            Kind::Ptx => "ptx",
-            Kind::Cubin => "cubin",
-            Kind::Object => "object",
-            Kind::Staticlib => "staticlib",
+            JobKind::Artifact(k) => k.as_str(),
+            JobKind::Object => "object",
         }
     }
 
     /// Runs a kernel compiler (what `--no-compile` forbids); the rest only assemble.
     pub fn is_compile(self) -> bool {
-        matches!(self, Kind::Hsaco | Kind::Ptx | Kind::Cubin | Kind::Object)
+        matches!(self, JobKind::Artifact(Kind::Hsaco | Kind::Ptx | Kind::Cubin) | JobKind::Object)
     }
 }
 
@@ -77,7 +75,7 @@ pub struct Job {
     pub set: String,
     pub module: String,
     pub arch: Arch,
-    pub kind: Kind,
+    pub kind: JobKind,
     /// The command, written against the fixed sandbox paths.
     pub argv: Vec<String>,
     /// The file the command writes into `/kiln/job/`.
@@ -144,7 +142,7 @@ impl Job {
 
     /// The cache key of a recipe's text.
     pub fn key(recipe: &str) -> String {
-        fetch::hex(&Sha256::digest(recipe.as_bytes()))
+        kiln_manifest::sha256_hex(recipe.as_bytes())
     }
 }
 
@@ -157,4 +155,27 @@ pub fn step_recipe(toolchain: &str, recipe: &str, output: &str, staged: &[(Strin
         r.push_str(&format!("staged {name} {}\n", hashes.of(path)?));
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_kinds_keep_the_names_their_cache_keys_and_costs_carry() {
+        // Every cache key's recipe and job-costs.toml name a job's kind: a
+        // renamed kind would orphan the cache and every measured cost.
+        let names: Vec<(&str, bool)> = [
+            JobKind::Artifact(Kind::Hsaco),
+            JobKind::Artifact(Kind::Ptx),
+            JobKind::Artifact(Kind::Cubin),
+            JobKind::Object,
+            JobKind::Artifact(Kind::Staticlib),
+            JobKind::Artifact(Kind::Bundle),
+        ]
+        .into_iter()
+        .map(|k| (k.as_str(), k.is_compile()))
+        .collect();
+        assert_eq!(names, [("hsaco", true), ("ptx", true), ("cubin", true), ("object", true), ("staticlib", false), ("bundle", false)]);
+    }
 }

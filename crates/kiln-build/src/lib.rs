@@ -19,6 +19,6 @@ pub mod scan;
 pub mod store;
 pub mod upstream;
 
-pub use job::{Arch, Backend, Job, Kind};
+pub use job::{Arch, Backend, Job, JobKind};
 pub use plan::Plan;
 pub use run::{run_all, run_graph, Built, Failed, Node, Options, Step, StepFn, StepIo, Work};

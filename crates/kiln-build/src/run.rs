@@ -75,7 +75,7 @@ pub struct Options {
     pub verbose: bool,
     /// How often to say what is still running.
     pub heartbeat: Duration,
-    /// Compile jobs ([`crate::Kind::is_compile`]) must come from the local or
+    /// Compile jobs ([`crate::JobKind::is_compile`]) must come from the local or
     /// remote cache: a miss fails the job instead of running the compiler.
     pub no_compile: bool,
     /// Estimated seconds of each node, in the nodes' order (`None`: no

@@ -10,8 +10,8 @@ use std::{
 
 use crate::set_manifest::SetManifest;
 use anyhow::{bail, Context, Result};
-use kiln_build::{Arch, Built, Failed, Job, Kind, Node};
-use kiln_manifest::{Artifact, Backend, KernelResources, Manifest, Toolchain};
+use kiln_build::{Arch, Built, Failed, Job, JobKind, Node};
+use kiln_manifest::{Artifact, Backend, Kind, Manifest, Toolchain};
 use kiln_pins::{KernelSet, Pins, SassBy, Sm, Target, Targets};
 use kiln_toolchain::fetch;
 use kiln_validate::{
@@ -53,11 +53,12 @@ pub fn successes(nodes: &[Node], results: Vec<Result<Built, Failed>>) -> Result<
 /// Where an artifact goes in the dist folder (and the manifest's `path`).
 pub fn dist_path(job: &Job) -> String {
     match job.kind {
-        Kind::Hsaco => format!("hip/{}/{}.hsaco", job.arch, job.module),
-        Kind::Ptx => format!("cuda/{}/{}.ptx", job.arch, job.module),
-        Kind::Cubin => format!("cuda/{}/{}.cubin", job.arch, job.module),
-        Kind::Staticlib => format!("cuda/lib/{}", job.output),
-        Kind::Object => unreachable!("objects are intermediate"),
+        JobKind::Artifact(Kind::Hsaco) => format!("hip/{}/{}.hsaco", job.arch, job.module),
+        JobKind::Artifact(Kind::Ptx) => format!("cuda/{}/{}.ptx", job.arch, job.module),
+        JobKind::Artifact(Kind::Cubin) => format!("cuda/{}/{}.cubin", job.arch, job.module),
+        JobKind::Artifact(Kind::Staticlib) => format!("cuda/lib/{}", job.output),
+        JobKind::Artifact(Kind::Bundle) => bundle_path(&job.module),
+        JobKind::Object => unreachable!("objects are intermediate"),
     }
 }
 
@@ -66,7 +67,9 @@ pub fn bundle_path(module: &str) -> String {
     format!("hip/bundle/{module}.hipfb")
 }
 
-fn base(job: &Job, kind: kiln_manifest::Kind, bytes: &[u8], kernels: Vec<String>) -> Artifact {
+/// The artifact a job wrote: its kind is the job's.
+fn base(job: &Job, bytes: &[u8], kernels: Vec<String>) -> Artifact {
+    let JobKind::Artifact(kind) = job.kind else { unreachable!("{job}: objects are intermediate") };
     Artifact {
         module: job.module.clone(),
         backend: job.arch.backend(),
@@ -99,41 +102,26 @@ pub fn artifacts(targets: &Targets, built: &[(Job, Built)]) -> Result<Vec<Collec
 }
 
 fn describe(targets: &Targets, job: &Job, bytes: &[u8]) -> Result<Artifact> {
-    use kiln_manifest::Kind as K;
     Ok(match (job.kind, job.target()) {
-        (Kind::Hsaco, Some(Target::Hip(arch))) => {
+        (JobKind::Artifact(Kind::Hsaco), Some(Target::Hip(arch))) => {
             let h = hsaco::check(bytes, arch.as_str(), arch.mach(), targets.code_object_version)?;
-            let mut a = base(job, K::Hsaco, bytes, h.kernel_names());
-            a.resources = h.kernels.into_iter().map(resources).collect();
+            let mut a = base(job, bytes, h.kernel_names());
+            a.resources = h.kernels;
             a
         }
-        (Kind::Ptx, Some(Target::Ptx(sm))) => {
+        (JobKind::Artifact(Kind::Ptx), Some(Target::Ptx(sm))) => {
             let text = std::str::from_utf8(bytes).context("PTX is not UTF-8 text")?;
             let p = ptx::check(text, sm.0)?;
-            let mut a = base(job, K::Ptx, bytes, p.entries);
+            let mut a = base(job, bytes, p.entries);
             a.ptx_version = Some(p.version);
             a
         }
-        (Kind::Cubin, Some(Target::Sass(sm))) => {
+        (JobKind::Artifact(Kind::Cubin), Some(Target::Sass(sm))) => {
             let c = cubin::check(bytes, sm.0)?;
-            base(job, K::Cubin, bytes, c.kernels)
+            base(job, bytes, c.kernels)
         }
         _ => unreachable!("{job}: not a module's job"),
     })
-}
-
-fn resources(k: hsaco::KernelResources) -> KernelResources {
-    KernelResources {
-        name: k.name,
-        vgprs: k.vgprs,
-        sgprs: k.sgprs,
-        vgpr_spills: k.vgpr_spills,
-        sgpr_spills: k.sgpr_spills,
-        scratch_bytes: k.scratch_bytes,
-        lds_bytes: k.lds_bytes,
-        max_flat_workgroup_size: k.max_flat_workgroup_size,
-        wavefront_size: k.wavefront_size,
-    }
 }
 
 /// Checks a set's static library (the archive job's output): SASS for every
@@ -161,7 +149,7 @@ pub fn staticlib(set: &KernelSet, src_root: &Path, job: &Job, built: &Built) -> 
         .with_context(|| format!("set `{}`: static library lib{lib}.a ({}) failed validation", set.name, job.arch))?;
     // The C ABI surface: what a consumer can call (C++ symbols are internal).
     let exported: Vec<String> = a.functions().into_iter().filter(|f| !f.starts_with("_Z")).collect();
-    let artifact = base(job, kiln_manifest::Kind::Staticlib, &bytes, exported);
+    let artifact = base(job, &bytes, exported);
     Ok(Collected { artifact, file: built.path.clone() })
 }
 
@@ -236,14 +224,14 @@ pub fn hip_bundles(set: &KernelSet, collected: &[Collected], bundles: &[(String,
     for (module, built) in bundles {
         let first = collected
             .iter()
-            .find(|c| c.artifact.kind == kiln_manifest::Kind::Hsaco && &c.artifact.module == module && c.artifact.arch == archs[0])
+            .find(|c| c.artifact.kind == Kind::Hsaco && &c.artifact.module == module && c.artifact.arch == archs[0])
             .with_context(|| format!("module {module} has a bundle but no code object"))?;
         let bytes = fs::read(&built.path).with_context(|| format!("cannot read {}", built.path.display()))?;
         let artifact = Artifact {
             module: module.clone(),
             backend: Backend::Hip,
             arch: archs.join("+"),
-            kind: kiln_manifest::Kind::Bundle,
+            kind: Kind::Bundle,
             path: bundle_path(module),
             size: bytes.len() as u64,
             sha256: fetch::sha256_bytes(&bytes),

@@ -55,7 +55,7 @@ impl Costs {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         let costs: Costs = toml::from_str(&text).map_err(|e| {
-            let line = e.span().map_or(0, |s| text[..s.start].matches('\n').count() + 1);
+            let line = e.span().map_or(0, |s| kiln_pins::line_col(&text, s.start).0);
             anyhow::anyhow!("{}:{line}: {}", path.display(), e.message())
         })?;
         if costs.schema != 1 {
@@ -116,7 +116,8 @@ impl Costs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_build::{Arch, Kind};
+    use kiln_build::{Arch, JobKind};
+    use kiln_manifest::Kind;
     use kiln_pins::Target;
 
     fn job(kind: Kind, arch: &str, module: &str) -> Job {
@@ -124,7 +125,7 @@ mod tests {
             set: "candle".into(),
             module: module.into(),
             arch: Arch::One(Target::parse(arch).unwrap()),
-            kind,
+            kind: JobKind::Artifact(kind),
             argv: vec![],
             output: String::new(),
             inputs: vec![],

@@ -25,7 +25,7 @@
 use std::fs;
 
 use anyhow::{Context, Result};
-use kiln_build::{cuda, Job, Kind, Node, Plan, Step, Work};
+use kiln_build::{cuda, Job, JobKind, Node, Plan, Step, Work};
 use kiln_package::{compress, slices, sources::ToolchainFiles, PAYLOAD_BUDGET};
 use kiln_pins::{HipArch, KernelSet, Pins, Target};
 
@@ -75,7 +75,7 @@ impl Graph<'_> {
 
     /// Jobs by what they are, for the opening line.
     pub fn describe(&self) -> String {
-        let objects = self.nodes.iter().filter(|n| command(n).is_some_and(|j| j.kind == Kind::Object)).count();
+        let objects = self.nodes.iter().filter(|n| command(n).is_some_and(|j| j.kind == JobKind::Object)).count();
         let modules: usize = self.sets.iter().map(|s| s.modules.len()).sum();
         let archives = self.sets.iter().filter(|s| s.archive.is_some()).count();
         let bundles: usize = self.sets.iter().map(|s| s.bundles.len()).sum();

@@ -54,7 +54,7 @@ impl Lock {
         let text =
             fs::read_to_string(path).with_context(|| format!("cannot read {}; create it with `cargo xtask dist --update-lock`", path.display()))?;
         let lock: Lock = toml::from_str(&text).map_err(|e| {
-            let line = e.span().map_or(0, |s| text[..s.start].matches('\n').count() + 1);
+            let line = e.span().map_or(0, |s| kiln_pins::line_col(&text, s.start).0);
             anyhow::anyhow!("{}:{line}: {}", path.display(), e.message())
         })?;
         if lock.schema != 1 {

@@ -3,7 +3,7 @@
 //! iterations and tests.
 
 use anyhow::{bail, Result};
-use kiln_build::{plan, Job, Kind, Plan};
+use kiln_build::{plan, Job, JobKind, Plan};
 use kiln_pins::{KernelSet, Pins, SassBy, Sm, Target};
 
 #[derive(Clone, Debug, Default)]
@@ -95,7 +95,7 @@ impl Selection {
     pub fn object_jobs(&self, plan: &Plan) -> Result<Vec<Job>> {
         let (sass, ptx) = self.staticlib_targets(&plan.set);
         let jobs = plan::object_jobs(plan, &sass, &ptx)?;
-        debug_assert!(jobs.iter().all(|j| j.kind == Kind::Object));
+        debug_assert!(jobs.iter().all(|j| j.kind == JobKind::Object));
         Ok(jobs)
     }
 

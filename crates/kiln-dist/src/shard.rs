@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use kiln_build::{job::Hashes, run_graph, Job, Kind, Node};
+use kiln_build::{job::Hashes, run_graph, Job, JobKind, Node};
 use kiln_pins::Pins;
 use kiln_toolchain::fetch;
 
@@ -120,7 +120,7 @@ impl ShardPlan {
         let costs_text = std::fs::read(costs_path).unwrap_or_default();
         let costs = Costs::load(costs_path)?;
         let jobs = crate::compile_jobs(&opts.selection, &p.plan, pins)?;
-        let n_modules = jobs.iter().filter(|j| j.kind != Kind::Object).count();
+        let n_modules = jobs.iter().filter(|j| j.kind != JobKind::Object).count();
         let recipes = recipes(&jobs, &p.runner.sysroot().identity)?;
         let keys: Vec<String> = recipes.iter().map(|r| Job::key(r)).collect();
         let labels: Vec<String> = jobs.iter().map(costs::label).collect();
@@ -145,7 +145,7 @@ pub struct PartOutcome {
 
 /// Where a module job's artifact goes in the dist folder.
 fn dist_path(job: &Job) -> Option<String> {
-    (job.kind != Kind::Object).then(|| collect::dist_path(job))
+    (job.kind != JobKind::Object).then(|| collect::dist_path(job))
 }
 
 /// Builds shard `spec` of the plan into the part folder `opts.out`, replaced
@@ -187,7 +187,7 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
     }
     // Every module artifact is read back here already: a bad one fails this
     // shard, on the machine that built it, not the merge.
-    let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind != Kind::Object).cloned().collect();
+    let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind != JobKind::Object).cloned().collect();
     let collected = collect::artifacts(&set.targets, &modules)?;
     if let Some(lock) = &opts.locked {
         let m = collect::manifest(set, opts.is_main(pins), &source.sha256, toolchain, &collected);

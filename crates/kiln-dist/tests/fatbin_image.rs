@@ -111,7 +111,7 @@ fn ptx_and_sass_entries_read_back_with_cuobjdump() {
     // The header fields fatbinary writes for PTX: kind 1, ISA version from `.version`, the sm.
     let entries = kiln_validate::fatbin::read(&image).unwrap();
     assert_eq!(entries.len(), 2);
-    assert_eq!((entries[1].kind, entries[1].sm, entries[1].compressed), (kiln_validate::fatbin::Kind::Ptx, 80, false));
+    assert_eq!((entries[1].kind, entries[1].sm, entries[1].compressed), (kiln_validate::fatbin::EntryKind::Ptx, 80, false));
     // The listed kernels of the SASS entry are the probe's.
     let sass = w.run(&["cuobjdump", "-sass", "ours.fatbin"]);
     for k in ["probe_saxpy_f32", "probe_warp_sum_f16", "probe_gather_checked"] {

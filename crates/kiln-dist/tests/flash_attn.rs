@@ -12,7 +12,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use kiln_build::{cuda, plan::INPUTS_AT, run_all, Arch, Kind, Plan};
+use kiln_build::{cuda, plan::INPUTS_AT, run_all, Arch, JobKind, Plan};
 use kiln_dist::{graph, sources, Selection};
 use kiln_pins::{KernelSet, Pins, Sm};
 use kiln_toolchain::{wheel, Cache, Mount, Runner};
@@ -72,7 +72,7 @@ fn the_set_is_opt_in_and_plans_53_fat_objects_with_upstreams_flags_and_cutlass()
         want.extend([format!("-I{cutlass}"), "-o".into(), format!("/kiln/job/{file}.o"), format!("/kiln/src/kernels/{file}.cu")]);
         assert_eq!(job.argv, want, "{job}");
         assert_eq!(job.arch, Arch::Fat { sass: vec![Sm(80), Sm(90)], ptx: vec![] });
-        assert_eq!((job.set.as_str(), job.kind), ("flash-attn", Kind::Object));
+        assert_eq!((job.set.as_str(), job.kind), ("flash-attn", JobKind::Object));
         assert!(job.mounts.iter().any(|m| m.at == cutlass && !m.writable), "{job}: CUTLASS is mounted read-only");
         // upstream's own flags, and none of kiln's candle-only ones (no forced arch gates).
         for flag in ["--expt-extended-lambda", "--use_fast_math", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__"] {

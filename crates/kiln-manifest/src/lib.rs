@@ -118,7 +118,8 @@ pub struct Artifact {
     pub resources: Vec<KernelResources>,
 }
 
-/// What one AMD kernel needs from the hardware.
+/// What one AMD kernel needs from the hardware, as kiln-validate reads it
+/// from the code object's metadata.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelResources {
     pub name: String,
@@ -126,9 +127,9 @@ pub struct KernelResources {
     pub sgprs: u64,
     pub vgpr_spills: u64,
     pub sgpr_spills: u64,
-    /// Private (scratch) bytes per work-item.
+    /// Private (scratch) bytes per work-item; spills land here.
     pub scratch_bytes: u64,
-    /// LDS bytes per work-group.
+    /// LDS (shared memory) bytes per work-group.
     pub lds_bytes: u64,
     /// The launch bound the kernel was compiled for.
     pub max_flat_workgroup_size: u64,
@@ -242,6 +243,27 @@ mod tests {
         assert!(!json.contains("\"resources\""), "empty resources are left out");
         assert_eq!(Manifest::from_json(&json, "test").unwrap(), m);
         assert!(m.find("affine", Kind::Ptx, "compute_80").is_some());
+    }
+
+    #[test]
+    fn writes_kernel_resources_as_documented() {
+        // docs/manifest.md's field names and order: kiln-validate fills this
+        // type, so what it reads is what the manifest writes.
+        let r = KernelResources {
+            name: "affine_bf16".into(),
+            vgprs: 12,
+            sgprs: 18,
+            vgpr_spills: 0,
+            sgpr_spills: 1,
+            scratch_bytes: 4,
+            lds_bytes: 0,
+            max_flat_workgroup_size: 1024,
+            wavefront_size: 64,
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"name":"affine_bf16","vgprs":12,"sgprs":18,"vgpr_spills":0,"sgpr_spills":1,"scratch_bytes":4,"lds_bytes":0,"max_flat_workgroup_size":1024,"wavefront_size":64}"#
+        );
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! writes the workflow text; [`workflow::drift`] compares it with the
 //! checked-in files. docs/runners.md is the operator's side of this.
 
-mod error;
 mod parse;
 pub mod workflow;
 
@@ -16,8 +15,11 @@ use std::{
     path::{Path, PathBuf},
 };
 
-pub use error::MatrixError;
 use kiln_pins::{HipArch, Sm};
+
+/// A problem in the matrix file: the pin file's kind of error, located to
+/// `file:line:column` (1-based) and rendered the same way.
+pub type MatrixError = kiln_pins::PositionedError;
 
 /// Where the matrix lives, relative to the repository root.
 pub const FILE: &str = "ci/matrix.yaml";
@@ -248,12 +250,9 @@ impl Leg {
 impl Matrix {
     /// Reads `path` and checks it against the pin file's targets.
     pub fn load(path: &Path, pins: &kiln_pins::Pins) -> Result<Matrix, MatrixError> {
-        let text = std::fs::read_to_string(path).map_err(|e| MatrixError {
-            file: path.to_path_buf(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read the runner matrix: {e}"),
-            help: Some(format!("kiln expects it at `{FILE}` in the repository root")),
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            MatrixError::whole(path, format!("cannot read the runner matrix: {e}"))
+                .help(format!("kiln expects it at `{FILE}` in the repository root"))
         })?;
         Matrix::parse(path, &text, &pins.file, &pins.targets)
     }

@@ -46,14 +46,8 @@ impl Cx<'_> {
     }
 
     fn at_marker(&self, m: saphyr::Marker, message: impl Into<String>) -> MatrixError {
-        MatrixError {
-            file: self.file.to_path_buf(),
-            line: m.line(),
-            // saphyr's columns are 0-based; editors and compilers count from 1.
-            column: m.col() + 1,
-            message: message.into(),
-            help: None,
-        }
+        // saphyr's columns are 0-based; editors and compilers count from 1.
+        MatrixError::new(self.file, m.line(), m.col() + 1, message)
     }
 }
 
@@ -162,13 +156,8 @@ pub(crate) fn parse(path: &Path, text: &str, pins_file: &Path, targets: &Targets
     let root = match docs.as_slice() {
         [root] => root,
         [] => {
-            return Err(MatrixError {
-                file: path.to_path_buf(),
-                line: 0,
-                column: 0,
-                message: "the runner matrix is empty".into(),
-                help: Some("see the comments in ci/matrix.yaml's history, or docs/runners.md, for its shape".into()),
-            })
+            return Err(MatrixError::whole(path, "the runner matrix is empty")
+                .help("see the comments in ci/matrix.yaml's history, or docs/runners.md, for its shape"))
         }
         [_, second, ..] => return Err(cx.at(second, "the runner matrix must be one YAML document, not several")),
     };

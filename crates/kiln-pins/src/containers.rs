@@ -127,8 +127,7 @@ impl Containers {
     pub fn closures(&self, file: &std::path::Path) -> Result<ContainerClosures, PinError> {
         let b = &self.builder;
         let missing = |what: &str| {
-            PinError { file: file.to_path_buf(), line: 0, column: 0, message: format!("the generated {what} is missing"), help: None }
-                .help("run `cargo xtask container --update` to resolve [containers]")
+            PinError::whole(file, format!("the generated {what} is missing")).help("run `cargo xtask container --update` to resolve [containers]")
         };
         Ok(ContainerClosures {
             toolchain: b.resolved_on.clone().ok_or_else(|| missing("[containers.builder.closure]"))?,

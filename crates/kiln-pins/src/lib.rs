@@ -20,7 +20,7 @@ use std::{
 
 pub use arch::{HipArch, Sm, Target};
 pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerImage, RustComponent};
-pub use error::PinError;
+pub use error::{line_col, PinError, PositionedError};
 pub use raw::SCHEMA;
 pub use reach::{cuda_version, SassBy};
 pub use sets::{ArtifactCrate, CrateApi, IncludeRoot, InputLicense, KernelSet, Source, StaticLib, TreeInput};
@@ -147,12 +147,9 @@ pub struct Deb {
 impl Pins {
     /// Reads and checks a pin file.
     pub fn load(path: &Path) -> Result<Pins, PinError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PinError {
-            file: path.to_path_buf(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read the pin file: {e}"),
-            help: Some(format!("kiln expects its pins in `{FILE_NAME}` at the repository root")),
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            PinError::whole(path, format!("cannot read the pin file: {e}"))
+                .help(format!("kiln expects its pins in `{FILE_NAME}` at the repository root"))
         })?;
         Pins::parse(path, &text)
     }
@@ -165,14 +162,8 @@ impl Pins {
     /// The closure, or an error that says how to make it.
     pub fn closure(&self) -> Result<&Closure, PinError> {
         self.toolchain.closure.as_ref().ok_or_else(|| {
-            PinError {
-                file: self.file.clone(),
-                line: 0,
-                column: 0,
-                message: "the toolchain's package closure ([toolchain.closure]) is missing".into(),
-                help: None,
-            }
-            .help("run `cargo xtask pins update` to resolve it from [toolchain]")
+            PinError::whole(&self.file, "the toolchain's package closure ([toolchain.closure]) is missing")
+                .help("run `cargo xtask pins update` to resolve it from [toolchain]")
         })
     }
 
@@ -239,13 +230,7 @@ pub fn with_closure(text: &str, closure: &Closure) -> String {
 /// written. Returns the pins as written. Both generators of the pin file's
 /// generated part (`pins update`, `container --update`) go through here.
 pub fn rewrite(path: &Path, rewrite: impl FnOnce(&str) -> String) -> Result<Pins, PinError> {
-    let io = |what: &Path, e: std::io::Error| PinError {
-        file: what.to_path_buf(),
-        line: 0,
-        column: 0,
-        message: format!("cannot rewrite the pin file: {e}"),
-        help: None,
-    };
+    let io = |what: &Path, e: std::io::Error| PinError::whole(what, format!("cannot rewrite the pin file: {e}"));
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
     let new = rewrite(&text);
     let pins = Pins::parse(path, &new)?;

@@ -70,9 +70,9 @@ pub fn check(bytes: &[u8], sms: &[u32], ptx: &[u32], required: &[String]) -> Res
         let has = |kind, n| m.fatbin.iter().any(|e| e.kind == kind && e.sm == n);
         let missing: Vec<String> = sms
             .iter()
-            .filter(|&&s| !has(fatbin::Kind::Elf, s))
+            .filter(|&&s| !has(fatbin::EntryKind::Elf, s))
             .map(|s| format!("SASS for sm_{s}"))
-            .chain(ptx.iter().filter(|&&l| !has(fatbin::Kind::Ptx, l)).map(|l| format!("PTX for compute_{l}")))
+            .chain(ptx.iter().filter(|&&l| !has(fatbin::EntryKind::Ptx, l)).map(|l| format!("PTX for compute_{l}")))
             .collect();
         if !missing.is_empty() {
             problems.push(format!("{} has no {}", m.name, missing.join(", ")));

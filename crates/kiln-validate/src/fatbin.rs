@@ -8,15 +8,16 @@ use anyhow::{bail, Result};
 
 const MAGIC: u32 = 0xba55_ed50;
 
+/// What a fatbin entry holds: PTX text or a SASS ELF (a cubin).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum EntryKind {
     Ptx,
     Elf,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
-    pub kind: Kind,
+    pub kind: EntryKind,
     /// e.g. 90 for sm_90 / compute_90.
     pub sm: u32,
     pub compressed: bool,
@@ -60,8 +61,8 @@ pub fn read(bytes: &[u8]) -> Result<Vec<Entry>> {
                 bail!("truncated fatbin entry at offset {e}");
             };
             let kind = match kind {
-                1 => Kind::Ptx,
-                2 => Kind::Elf,
+                1 => EntryKind::Ptx,
+                2 => EntryKind::Elf,
                 k => bail!("unknown fatbin entry kind {k} at offset {e}"),
             };
             // 0x2000: LZ4, 0x8000: zstd (CUDA 12.8+), per ZLUDA's reading of the format.

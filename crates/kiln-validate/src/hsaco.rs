@@ -38,22 +38,9 @@ impl Feature {
     }
 }
 
-/// What one kernel needs from the hardware, from the code object's metadata.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelResources {
-    pub name: String,
-    pub vgprs: u64,
-    pub sgprs: u64,
-    pub vgpr_spills: u64,
-    pub sgpr_spills: u64,
-    /// Private (scratch) bytes per work-item; spills land here.
-    pub scratch_bytes: u64,
-    /// LDS (shared memory) bytes per work-group.
-    pub lds_bytes: u64,
-    /// The launch bound the kernel was compiled for.
-    pub max_flat_workgroup_size: u64,
-    pub wavefront_size: u64,
-}
+/// What one kernel needs from the hardware: the manifest's type, which
+/// [`read`] fills from the code object's metadata.
+pub use kiln_manifest::KernelResources;
 
 #[derive(Clone, Debug)]
 pub struct Hsaco {
