@@ -128,8 +128,9 @@ fn each_gpu_gets_the_best_code_it_can_run() {
     // An A10 (8.6) and an L4 (8.9) in one process: each its own SASS.
     let p = choose::plan(&[86, 89], &sass, &ptx, None);
     assert_eq!(p.sass, [86, 89]);
-    // An A100's SASS runs on an sm_87 (same major, newer minor): the driver takes it.
-    assert_eq!(choose::plan(&[87], &sass, &ptx, None).sass, [86]);
+    // A Jetson Orin (8.7) runs no other sm's SASS (no binary compatibility on Tegra): compute_80 PTX.
+    let p = choose::plan(&[87], &sass, &ptx, None);
+    assert_eq!((p.sass, p.ptx), (vec![], vec![80]));
     // Blackwell (10.0, 12.0): no SASS of that major; the highest PTX at or below it.
     let p = choose::plan(&[100, 120], &sass, &ptx, None);
     assert_eq!((p.sass.clone(), p.ptx.clone()), (vec![], vec![89]));

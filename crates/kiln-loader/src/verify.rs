@@ -115,8 +115,10 @@ pub fn check_blob(artifact: &Artifact, bytes: &[u8], device: &DeviceArch, matche
             if artifact.arch != format!("sm_{sm}") {
                 return Err(bad(format!("the manifest says {} but the cubin is for sm_{sm}", artifact.arch)));
             }
-            if sm != device_sm {
-                return Err(bad(format!("the cubin is for sm_{sm} and the device is sm_{device_sm}: a cubin runs only on its own sm")));
+            if !kiln_target::sass_runs_on(sm, device_sm) {
+                return Err(bad(format!(
+                    "the cubin is for sm_{sm} and the device is sm_{device_sm}: a cubin runs only on its own sm or a newer one of the same major version, and on a Jetson only on its own"
+                )));
             }
             Ok(())
         }
@@ -219,11 +221,16 @@ mod tests {
     }
 
     #[test]
-    fn cubins_must_be_for_exactly_the_device() {
+    fn cubins_must_be_for_a_sm_the_device_runs() {
         let b = elf(EM_CUDA, 0x33, 0x5a); // sm_90
         check_blob(&artifact(Kind::Cubin, "sm_90", &b), &b, &dev("sm_90"), Match::Exact).unwrap();
         let e = check_blob(&artifact(Kind::Cubin, "sm_90", &b), &b, &dev("sm_86"), Match::Exact).unwrap_err();
         assert!(e.to_string().contains("cubin is for sm_90 and the device is sm_86"), "{e}");
+        // An older sm of the device's major runs (binary compatibility), except on a Jetson.
+        let b86 = elf(EM_CUDA, 0x33, 0x56);
+        check_blob(&artifact(Kind::Cubin, "sm_86", &b86), &b86, &dev("sm_89"), Match::BinaryCompatible).unwrap();
+        let e = check_blob(&artifact(Kind::Cubin, "sm_86", &b86), &b86, &dev("sm_87"), Match::BinaryCompatible).unwrap_err();
+        assert!(e.to_string().contains("cubin is for sm_86 and the device is sm_87"), "{e}");
         // An sm_80 cubin recorded as sm_90.
         let b80 = elf(EM_CUDA, 0x33, 0x50);
         let e = check_blob(&artifact(Kind::Cubin, "sm_90", &b80), &b80, &dev("sm_90"), Match::Exact).unwrap_err();

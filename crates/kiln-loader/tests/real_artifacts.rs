@@ -135,7 +135,8 @@ fn real_artifacts_are_selected_by_the_rules_and_pass_every_check() {
     for (device, module, want_arch, want_kind, want_match) in [
         ("sm_90", "fill", "sm_90", Kind::Cubin, Match::Exact),
         ("sm_80", "affine", "sm_80", Kind::Cubin, Match::Exact),
-        ("sm_86", "affine", "compute_80", Kind::Ptx, Match::Ptx),
+        ("sm_86", "affine", "sm_80", Kind::Cubin, Match::BinaryCompatible),
+        ("sm_87", "affine", "compute_80", Kind::Ptx, Match::Ptx),
         ("sm_89", "affine", "compute_89", Kind::Ptx, Match::Ptx),
         ("sm_120", "fill", "compute_89", Kind::Ptx, Match::Ptx),
     ] {

@@ -66,6 +66,9 @@ pub struct Targets {
 
 pub use kiln_target::Backend;
 
+/// The GPU table and the CUDA compatibility rule, for the artifact crates, which reach kiln-target through this crate.
+pub use kiln_target;
+
 /// The sha256 of `bytes` as every kiln record writes it (the manifest, the
 /// lock, crates.json, cache entries): 64 lowercase hex digits.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -3,11 +3,11 @@
 //! Pure logic over the manifest, so that the artifact crates, the loader and
 //! any tool that only wants to say "this GPU would get that file" agree.
 //!
-//! CUDA: the cubin built for the device's exact sm; else the highest PTX level
-//! at or below the device's compute capability (the driver JIT-compiles PTX
-//! forward, never backward); else an error naming what is carried. The
-//! highest level wins because candle gates kernels on the arch (fp8 needs
-//! sm_89), so compute_89 PTX holds kernels compute_80 PTX lacks.
+//! CUDA: kiln-target's one rule ([`kiln_target::compat`]): the cubin of the
+//! newest carried sm that runs on the device (its own sm, else an older one of
+//! its major version, not on Tegra), unless a carried PTX level at or below the
+//! device is higher than that sm (it has kernels the cubin lacks); else the
+//! highest such PTX level; else an error naming what is carried.
 //!
 //! HIP: the code object built for the device's exact gfx arch; else one built
 //! for the LLVM generic target of its family (`gfx10-3-generic`), which the
@@ -18,6 +18,8 @@
 //! registers or hazards differ.
 
 use std::fmt;
+
+use kiln_target::CudaCode;
 
 use crate::{Artifact, Backend, Kind, Manifest};
 
@@ -45,6 +47,9 @@ pub struct SelectOptions {
 pub enum Match {
     /// Built for exactly this device (cubin for its sm, HSACO for its gfx).
     Exact,
+    /// A cubin for an older sm of the device's major version, which the driver
+    /// runs (CUDA binary compatibility, [`kiln_target::sass_runs_on`]).
+    BinaryCompatible,
     /// PTX for a capability at or below the device's, JIT-compiled by the driver.
     Ptx,
     /// A code object for the LLVM generic target of the device's family.
@@ -108,7 +113,7 @@ impl fmt::Display for SelectError {
                 write!(f, "no artifact of module `{module}` can run on {device}: the {backend} artifacts carried are {}", list(carried))?;
                 match device {
                     DeviceArch::Cuda { .. } => {
-                        f.write_str(" (a cubin runs only on its own sm; PTX only on devices at or above its compute level)")?
+                        f.write_str(" (a cubin runs only on its own sm or a newer one of the same major version, and on a Jetson only on its own; PTX only on devices at or above its compute level)")?
                     }
                     // What the drop-in's `Module::hsaco()` bundle would meet in the HIP runtime.
                     DeviceArch::Hip { .. } => f.write_str(
@@ -229,12 +234,12 @@ fn parse_gfx(s: &str) -> Result<DeviceArch, String> {
     Ok(DeviceArch::Hip { gfx: gfx.to_string() })
 }
 
-/// `sm_90`/`compute_90` → (9, 0). `sm_90a` and other suffixed arches are
+/// `sm_90`/`compute_90` → 90. `sm_90a` and other suffixed arches are
 /// arch-specific builds that run only on that sm; they are not chosen by
 /// these rules, so they read as `None`.
-fn cuda_level(arch: &str, prefix: &str) -> Option<(u32, u32)> {
+fn cuda_level(arch: &str, prefix: &str) -> Option<u32> {
     match parse_capability(arch.strip_prefix(prefix)?) {
-        Ok(DeviceArch::Cuda { major, minor }) => Some((major, minor)),
+        Ok(DeviceArch::Cuda { major, minor }) => Some(major * 10 + minor),
         _ => None,
     }
 }
@@ -285,20 +290,14 @@ impl Manifest {
             |hint: Option<String>| SelectError::NoArtifact { module: module.to_string(), device: device.clone(), carried: carried.clone(), hint };
         match device {
             DeviceArch::Cuda { major, minor } => {
-                let dev = (*major, *minor);
-                if !opts.force_ptx {
-                    if let Some(a) = of_module.iter().find(|a| a.kind == Kind::Cubin && cuda_level(&a.arch, "sm_") == Some(dev)) {
-                        return Ok(pick(a, Match::Exact));
-                    }
-                }
-                let best_ptx = of_module
-                    .iter()
-                    .filter(|a| a.kind == Kind::Ptx)
-                    .filter_map(|a| cuda_level(&a.arch, "compute_").map(|l| (l, *a)))
-                    .filter(|(l, _)| *l <= dev)
-                    .max_by_key(|(l, _)| *l);
-                match best_ptx {
-                    Some((_, a)) => Ok(pick(a, Match::Ptx)),
+                let dev = major * 10 + minor;
+                let (cubins, ptx) =
+                    (if opts.force_ptx { vec![] } else { levels(&of_module, Kind::Cubin, "sm_") }, levels(&of_module, Kind::Ptx, "compute_"));
+                let sms: Vec<u32> = cubins.iter().map(|(l, _)| *l).collect();
+                let ptx_levels: Vec<u32> = ptx.iter().map(|(l, _)| *l).collect();
+                match kiln_target::cuda_choice(&sms, &ptx_levels, dev) {
+                    Some(CudaCode::Sass(sm)) => Ok(pick(at(&cubins, sm), if sm == dev { Match::Exact } else { Match::BinaryCompatible })),
+                    Some(CudaCode::Ptx(level)) => Ok(pick(at(&ptx, level), Match::Ptx)),
                     None => Err(none(self.cuda_hint(&of_module, dev))),
                 }
             }
@@ -328,14 +327,12 @@ impl Manifest {
 
     /// What would run `dev` when nothing carried does: it is below every PTX
     /// level this build has (the floor), so only a kiln that builds lower would.
-    fn cuda_hint(&self, of_module: &[&Artifact], dev: (u32, u32)) -> Option<String> {
+    fn cuda_hint(&self, of_module: &[&Artifact], sm: u32) -> Option<String> {
         let floor = of_module.iter().filter(|a| a.kind == Kind::Ptx).filter_map(|a| cuda_level(&a.arch, "compute_")).min()?;
-        let sm = dev.0 * 10 + dev.1;
         let known = kiln_target::cuda(sm).map(|c| format!(" ({})", c.example)).unwrap_or_default();
         Some(format!(
-            "sm_{sm}{known} is below compute_{}{}, the lowest PTX level this build carries and the floor kiln builds for: no crate feature adds it; \
-             it needs a kiln release whose pins.toml [targets] go that low (the CUDA toolkit must still build for it)",
-            floor.0, floor.1
+            "sm_{sm}{known} is below compute_{floor}, the lowest PTX level this build carries and the floor kiln builds for: no crate feature adds it; \
+             it needs a kiln release whose pins.toml [targets] go that low (the CUDA toolkit must still build for it)"
         ))
     }
 
@@ -355,6 +352,16 @@ impl Manifest {
             _ => format!("this build's pins.toml [targets].hip does not list {gfx}; a kiln release that adds it would carry it"),
         })
     }
+}
+
+/// The artifacts of one CUDA kind with their level (`sm_86` → 86); suffixed arches left out.
+fn levels<'a>(of_module: &[&'a Artifact], kind: Kind, prefix: &str) -> Vec<(u32, &'a Artifact)> {
+    of_module.iter().filter(|a| a.kind == kind).filter_map(|a| Some((cuda_level(&a.arch, prefix)?, *a))).collect()
+}
+
+/// The artifact of `level` in a list [`levels`] made (the choice came from that list).
+fn at<'a>(list: &[(u32, &'a Artifact)], level: u32) -> &'a Artifact {
+    list.iter().find(|(l, _)| *l == level).map(|(_, a)| *a).expect("chosen from this list")
 }
 
 fn pick(artifact: &Artifact, matched: Match) -> Selection<'_> {
@@ -507,6 +514,26 @@ mod tests {
         assert_eq!(chosen(&m, "affine", "sm_86", p), ("compute_80".into(), Match::Ptx));
         assert_eq!(chosen(&m, "affine", "sm_89", p), ("compute_89".into(), Match::Ptx));
         assert_eq!(chosen(&m, "affine", "sm_90", p), ("compute_89".into(), Match::Ptx));
+    }
+
+    #[test]
+    fn cuda_takes_an_older_cubin_of_the_same_major_except_on_tegra() {
+        let mut m = kiln_default();
+        for sm in ["sm_70", "sm_100", "sm_120"] {
+            m.artifacts.push(art("affine", Kind::Cubin, sm));
+        }
+        m.artifacts.push(art("affine", Kind::Ptx, "compute_70"));
+        let o = SelectOptions::default();
+        // GB10 (12.1) runs sm_120 SASS, B300 (10.3) sm_100's, an L40S-class 8.9 its own.
+        assert_eq!(chosen(&m, "affine", "sm_121", o), ("sm_120".into(), Match::BinaryCompatible));
+        assert_eq!(chosen(&m, "affine", "sm_103", o), ("sm_100".into(), Match::BinaryCompatible));
+        assert_eq!(chosen(&m, "affine", "sm_89", o), ("sm_89".into(), Match::Exact));
+        // Jetson Orin, Xavier and Thor: no SASS of another sm, the PTX below them.
+        assert_eq!(chosen(&m, "affine", "sm_87", o), ("compute_80".into(), Match::Ptx));
+        assert_eq!(chosen(&m, "affine", "sm_72", o), ("compute_70".into(), Match::Ptx));
+        assert_eq!(chosen(&m, "affine", "sm_101", o), ("compute_89".into(), Match::Ptx));
+        // Forced PTX skips compatible cubins too.
+        assert_eq!(chosen(&m, "affine", "sm_121", SelectOptions { force_ptx: true, ..o }), ("compute_89".into(), Match::Ptx));
     }
 
     #[test]

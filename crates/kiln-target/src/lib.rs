@@ -4,11 +4,15 @@
 //! crates) both read it, so this crate depends on serde alone and is
 //! published with the artifact crates.
 //!
-//! Adding a GPU is one row here plus its pin in pins.toml.
+//! Adding a GPU is one row here plus its pin in pins.toml. Which NVIDIA code
+//! runs on which device (SASS within a major, PTX forward) is [`compat`].
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+pub mod compat;
+pub use compat::{best_ptx, best_sass, cuda_choice, ptx_jits_on, sass_runs_on, CudaCode};
 
 /// Which vendor's stack an artifact or a device belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -181,6 +185,9 @@ pub struct Cc {
     pub until: Option<u32>,
     /// A GPU people know it by, for messages.
     pub example: &'static str,
+    /// An integrated GPU of a Tegra SoC (Jetson, DRIVE): SASS binary
+    /// compatibility across minor versions does not hold there ([`sass_runs_on`]).
+    pub tegra: bool,
 }
 
 impl Cc {
@@ -191,7 +198,12 @@ impl Cc {
 }
 
 const fn cc(sm: u32, since: (u32, u32), until: Option<u32>, example: &'static str) -> Cc {
-    Cc { sm, since, until, example }
+    Cc { sm, since, until, example, tegra: false }
+}
+
+/// A Tegra SoC's GPU.
+const fn tegra(c: Cc) -> Cc {
+    Cc { tegra: true, ..c }
 }
 
 /// The NVIDIA table: every compute capability kiln may build SASS or PTX
@@ -200,23 +212,23 @@ const fn cc(sm: u32, since: (u32, u32), until: Option<u32>, example: &'static st
 pub const CUDA: &[Cc] = &[
     cc(50, (6, 0), Some(12), "GTX 750"),
     cc(52, (6, 5), Some(12), "GTX 980 / M40"),
-    cc(53, (7, 0), Some(12), "Jetson TX1"),
+    tegra(cc(53, (7, 0), Some(12), "Jetson TX1")),
     cc(60, (8, 0), Some(12), "P100"),
     cc(61, (8, 0), Some(12), "GTX 1080 / P40"),
-    cc(62, (8, 0), Some(12), "Jetson TX2"),
+    tegra(cc(62, (8, 0), Some(12), "Jetson TX2")),
     cc(70, (9, 0), Some(12), "V100"),
-    cc(72, (10, 0), Some(12), "Jetson Xavier"),
+    tegra(cc(72, (10, 0), Some(12), "Jetson Xavier")),
     cc(75, (10, 0), None, "T4 / RTX 20xx"),
     cc(80, (11, 0), None, "A100"),
     cc(86, (11, 1), None, "A10 / RTX 30xx"),
-    cc(87, (11, 4), None, "Jetson Orin"),
+    tegra(cc(87, (11, 4), None, "Jetson Orin")),
     cc(89, (11, 8), None, "L4 / L40S / RTX 40xx"),
     cc(90, (11, 8), None, "H100 / H200"),
     cc(100, (12, 8), None, "B200 / GB200"),
     // CUDA 13 renamed sm_101 (Thor) to sm_110.
-    cc(101, (12, 8), Some(12), "Jetson Thor (CUDA 12)"),
+    tegra(cc(101, (12, 8), Some(12), "Jetson Thor (CUDA 12)")),
     cc(103, (12, 9), None, "B300 / GB300"),
-    cc(110, (13, 0), None, "Jetson Thor"),
+    tegra(cc(110, (13, 0), None, "Jetson Thor")),
     cc(120, (12, 8), None, "RTX 50xx / RTX PRO 6000"),
     cc(121, (12, 9), None, "DGX Spark (GB10)"),
 ];

@@ -1,5 +1,8 @@
-//! Which carried code each GPU of the process gets (the rules in
-//! [`crate::image`]); pure, so kiln's own tests can check the decisions.
+//! Which carried code each GPU of the process gets: kiln-target's one rule
+//! (`kiln_target::compat`, the same that `kiln::select` follows); pure, so
+//! kiln's own tests can check the decisions.
+
+use kiln_manifest::kiln_target::{cuda_choice, CudaCode};
 
 /// What one module's image holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -23,16 +26,11 @@ pub fn plan(devices: &[u32], sass: &[u32], ptx: &[u32], forced_ptx: Option<u32>)
             }
             continue;
         }
-        if let Some(&sm) = sass.iter().filter(|&&sm| sm / 10 == cap / 10 && sm <= cap).max() {
-            if !p.sass.contains(&sm) {
-                p.sass.push(sm);
-            }
-        } else if let Some(&level) = ptx.iter().filter(|&&l| l <= cap).max() {
-            if !p.ptx.contains(&level) {
-                p.ptx.push(level);
-            }
-        } else if !p.unserved.contains(&cap) {
-            p.unserved.push(cap);
+        match cuda_choice(sass, ptx, cap) {
+            Some(CudaCode::Sass(sm)) if !p.sass.contains(&sm) => p.sass.push(sm),
+            Some(CudaCode::Ptx(level)) if !p.ptx.contains(&level) => p.ptx.push(level),
+            None if !p.unserved.contains(&cap) => p.unserved.push(cap),
+            _ => {}
         }
     }
     p.sass.sort_unstable();

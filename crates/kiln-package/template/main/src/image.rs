@@ -1,12 +1,12 @@
 //! The native image of a module for this process's GPUs, built once per
 //! module from the artifacts this build carries:
 //!
-//! - every visible GPU gets SASS if a carried sm runs on it (same major
-//!   version, not newer than the GPU: what the driver itself accepts), the
-//!   highest such sm;
-//! - a GPU with no carried SASS gets the highest carried PTX level at or below
-//!   its compute capability, which the driver JIT-compiles (once, into its
-//!   cache);
+//! - every visible GPU gets what kiln-target's one rule (`kiln_target::compat`,
+//!   which `kiln::select` follows too) picks: the SASS of the newest carried sm
+//!   it runs (its own, else an older one of its major version, not on a
+//!   Jetson), else the highest carried PTX level at or below its compute
+//!   capability, which the driver JIT-compiles (once, into its cache), also
+//!   when that level is above the SASS's sm (its kernels are a superset);
 //! - `KILN_PTX_ARCH=compute_XX` gives every GPU that PTX and no SASS.
 //!
 //! All of it goes into one fatbinary, and the driver picks per device: a

@@ -36,7 +36,8 @@ fn level() -> &'static str {
             return name;
         }
         let cap = image::devices().first().copied().unwrap_or(0);
-        PTX_LEVELS.iter().rev().find(|(l, _)| *l <= cap).unwrap_or(&PTX_LEVELS[0]).1
+        let best = kiln_manifest::kiln_target::best_ptx(PTX_LEVELS.iter().map(|(l, _)| *l), cap);
+        PTX_LEVELS.iter().find(|(l, _)| Some(*l) == best).unwrap_or(&PTX_LEVELS[0]).1
     })
 }
 
