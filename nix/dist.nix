@@ -53,12 +53,12 @@ rustPlatform.buildRustPackage {
   inherit ptxasWheel;
 
   # The builder has no network, and the xtask would fetch the source crates
-  # with cargo: KILN_CANDLE_CRATE hands it the fixed-output fetches above
+  # with cargo: KILN_SOURCE_CRATES hands it the fixed-output fetches above
   # instead (`:`-separated), which the xtask checks against the same pinned sha256.
   buildPhase = ''
     runHook preBuild
     export KILN_CACHE_DIR="$TMPDIR/kiln-cache"
-    export KILN_CANDLE_CRATE=${crates}
+    export KILN_SOURCE_CRATES=${crates}
     ${placeWheel}
     cargo xtask dist --locked
     runHook postBuild

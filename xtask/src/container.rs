@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use kiln_container::containerfile;
 use kiln_pins::Pins;
 use kiln_toolchain::Cache;
@@ -43,13 +43,7 @@ pub fn run(pins_path: &Path, mut args: Args) -> Result<()> {
         args.oci = true;
     }
     let repo = crate::project_root();
-    let mut pins = if args.update {
-        // The closures being replaced may no longer match an edited [containers] table.
-        let text = std::fs::read_to_string(pins_path).with_context(|| format!("cannot read {}", pins_path.display()))?;
-        Pins::parse(pins_path, &kiln_pins::without_container_closures(&text))?
-    } else {
-        crate::load_pins(pins_path)?
-    };
+    let mut pins = if args.update { kiln_container::resolve::load_for_update(pins_path)? } else { crate::load_pins(pins_path)? };
     if args.update {
         let cache = Cache::from_env()?;
         pins = update(pins_path, &pins, &cache)?;
@@ -87,8 +81,7 @@ pub fn run(pins_path: &Path, mut args: Args) -> Result<()> {
             println!("rootfs  sha256:{}  {} bytes, {} entries (the layer's diff_id)", r.sha256, r.bytes, r.entries);
         }
         if let Some(image) = &built.image {
-            let checked = kiln_container::oci::verify_layout(&image.dir).context("the image just written does not read back")?;
-            anyhow::ensure!(checked.digest == image.digest, "the image reads back as {}, not {}", checked.digest, image.digest);
+            kiln_container::oci::verify_written(image)?;
             println!("image   {}  {}  (layer {}, {} bytes)", image.dir.display(), image.digest, image.layer.digest, image.layer.size);
         }
         println!("built in {:.0} s", built.seconds);
@@ -96,13 +89,9 @@ pub fn run(pins_path: &Path, mut args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Resolves the container closures on top of `pins`' toolchain closure and
-/// rewrites the generated part of the pin file; returns the pins as written.
+/// `--update` (kiln_container::resolve::update), and what it resolved.
 pub fn update(path: &Path, pins: &Pins, cache: &Cache) -> Result<Pins> {
-    let closures = kiln_container::resolve::resolve(cache, pins, &|l| crate::say(l))?;
-    let closure = pins.closure()?;
-    let pins = kiln_pins::rewrite(path, |text| kiln_pins::with_generated(text, closure, Some(&closures)))
-        .context("the regenerated pin file does not check")?;
+    let (pins, closures) = kiln_container::resolve::update(path, pins, cache, &|l| crate::say(l))?;
     println!(
         "{}: builder +{} packages, Rust {} ({} archives); rocm {} packages; cuda {} packages",
         path.display(),

@@ -1,7 +1,8 @@
 //! How one module is compiled for one AMD arch: clang in HIP mode, device
 //! code only, one code object (HSACO) per (module, arch). The CUDA names the
-//! sources use are mapped to HIP by kiln's shim headers (kernels/hip/),
-//! force-included ahead of each source, which stays unmodified.
+//! sources use are mapped to HIP by kiln's shim headers (kernels/hip/): the
+//! set's `hip_force_include` ones are force-included ahead of each source,
+//! which stays unmodified.
 
 use anyhow::Result;
 use kiln_manifest::Kind;
@@ -12,12 +13,10 @@ use crate::{
     plan::{Plan, SourceFile},
 };
 
-/// The shim header force-included into every HIP compile.
-pub const FORCED_INCLUDE: &str = "candle_hip_compat.h";
-
-/// The `__CUDA_ARCH__` (divided by 10) that header defines for device
-/// passes: AMD code objects get exactly the kernels candle compiles for that
-/// NVIDIA level (bf16 on, fp8 off). A test reads the header to keep the two equal.
+/// The `__CUDA_ARCH__` (divided by 10) that the pinned HIP shims define for
+/// device passes: AMD code objects get exactly the kernels the sources compile
+/// for that NVIDIA level (bf16 on, fp8 off). A test reads the main set's
+/// forced headers to keep the two equal.
 pub const EMULATED_CUDA_ARCH: u32 = 80;
 
 pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &HipArch) -> Result<Job> {
@@ -42,7 +41,10 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
     let output = format!("{module}.hsaco");
     argv.push(format!("-I{}", plan.shims.at));
     argv.extend(plan.include_flags());
-    argv.extend(["-include".into(), FORCED_INCLUDE.into(), "-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
+    for header in &plan.set.flags.hip_force_include {
+        argv.extend(["-include".into(), header.clone()]);
+    }
+    argv.extend(["-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
     let inputs = plan.scan(file, true)?;
     Ok(Job {
         set: plan.set.name.clone(),
@@ -62,9 +64,11 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
 mod tests {
     #[test]
     fn the_emulated_arch_is_the_one_the_shim_defines() {
-        let header = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels/hip").join(super::FORCED_INCLUDE);
-        let text = std::fs::read_to_string(&header).unwrap();
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let pins = kiln_pins::Pins::load(&repo.join("pins.toml")).unwrap();
         let define = format!("#define __CUDA_ARCH__ {}", super::EMULATED_CUDA_ARCH * 10);
-        assert!(text.lines().any(|l| l.trim() == define), "{} lacks `{define}`", header.display());
+        let forced = &pins.main_set().flags.hip_force_include;
+        let defines = |h: &String| std::fs::read_to_string(repo.join("kernels/hip").join(h)).unwrap().lines().any(|l| l.trim() == define);
+        assert!(forced.iter().any(defines), "none of the main set's HIP forced headers {forced:?} has `{define}`");
     }
 }

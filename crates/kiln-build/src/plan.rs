@@ -142,13 +142,16 @@ impl Plan {
     pub fn scan(&self, file: &SourceFile, hip: bool) -> Result<Vec<Input>> {
         let trees = self.trees();
         if hip {
-            let forced = self.shims.host.join(hip::FORCED_INCLUDE);
-            if !forced.is_file() {
-                bail!("the HIP shims at {} lack {}", self.shims.host.display(), hip::FORCED_INCLUDE);
+            let mut forced = Vec::new();
+            for header in &self.set.flags.hip_force_include {
+                let host = self.shims.host.join(header);
+                if !host.is_file() {
+                    bail!("the HIP shims at {} lack {header}", self.shims.host.display());
+                }
+                forced.push(Input { at: format!("{}/{header}", self.shims.at), host });
             }
-            let forced = Input { at: format!("{}/{}", self.shims.at, hip::FORCED_INCLUDE), host: forced };
             let search: Vec<Tree> = std::iter::once(self.shims.clone()).chain(self.search.iter().cloned()).collect();
-            scan::inputs(&trees, &file.input, &[forced], &search)
+            scan::inputs(&trees, &file.input, &forced, &search)
         } else {
             scan::inputs(&trees, &file.input, &[], &self.search)
         }

@@ -12,7 +12,7 @@ use xshell::{cmd, Shell};
 /// Names `.crate` files (`:`-separated) to use instead of fetching them with
 /// cargo (the Nix build's fixed-output fetches): a crate's is the one whose
 /// file name ends with `<name>-<version>.crate`; other crates are fetched.
-pub const CRATE_ENV: &str = "KILN_CANDLE_CRATE";
+pub const CRATE_ENV: &str = "KILN_SOURCE_CRATES";
 
 /// An unpacked, verified source crate.
 #[derive(Clone, Debug)]

@@ -240,6 +240,13 @@ pub fn write_layout(dir: &Path, title: &str, layer: Layer, config: &ImageConfig)
     Ok(Image { dir: dir.to_path_buf(), digest, config, layer })
 }
 
+/// `image`, just written, read back ([`verify_layout`]) as the same image.
+pub fn verify_written(image: &Image) -> Result<()> {
+    let checked = verify_layout(&image.dir).context("the image just written does not read back")?;
+    anyhow::ensure!(checked.digest == image.digest, "the image reads back as {}, not {}", checked.digest, image.digest);
+    Ok(())
+}
+
 /// Reads a layout back and checks every blob against its digest and size.
 pub fn verify_layout(dir: &Path) -> Result<Image> {
     let read = |digest: &str| -> Result<Vec<u8>> {

@@ -6,7 +6,7 @@
 //! from the release's channel file on static.rust-lang.org, which lists each
 //! archive's sha256; each archive is downloaded once and checked against it.
 
-use std::fs;
+use std::{fs, path::Path};
 
 use anyhow::{bail, Context, Result};
 use kiln_pins::{Closure, ContainerClosures, ImagePackages, Pins, RustComponent};
@@ -23,6 +23,24 @@ pub const RUST_DIST: &str = "https://static.rust-lang.org/dist";
 
 fn roots(p: &ImagePackages) -> Vec<String> {
     p.include.iter().map(|r| r.apt()).collect()
+}
+
+/// The pin file at `path` read for `--update`: without its container closures,
+/// which may no longer match an edited `[containers]` table.
+pub fn load_for_update(path: &Path) -> Result<Pins> {
+    let text = fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Pins::parse(path, &kiln_pins::without_container_closures(&text))?)
+}
+
+/// `--update`: resolves the container closures on top of `pins`' toolchain
+/// closure and rewrites the generated part of the pin file at `path`; returns
+/// the pins as written and the closures.
+pub fn update(path: &Path, pins: &Pins, cache: &Cache, say: &dyn Fn(String)) -> Result<(Pins, ContainerClosures)> {
+    let closures = resolve(cache, pins, say)?;
+    let closure = pins.closure()?;
+    let pins = kiln_pins::rewrite(path, |text| kiln_pins::with_generated(text, closure, Some(&closures)))
+        .context("the regenerated pin file does not check")?;
+    Ok((pins, closures))
 }
 
 /// Resolves every image's packages and the builder's Rust.

@@ -108,7 +108,7 @@ fn a_no_op_rebuild_is_cached_and_a_shim_change_rebuilds_only_hip() {
         assert_eq!(a.key, b.key);
     }
 
-    let forced = dir.join("shims").join(hip::FORCED_INCLUDE);
+    let forced = dir.join("shims").join(&pins.flags.hip_force_include[0]);
     let text = fs::read_to_string(&forced).unwrap();
     fs::write(&forced, format!("{text}\n// touched by a test\n")).unwrap();
     let touched = build(&runner, &pins, &src, &dir.join("shims"), &cache);

@@ -82,6 +82,9 @@ pub struct Flags {
     pub cuda: Vec<String>,
     pub cuda_staticlib: Vec<String>,
     pub hip: Vec<String>,
+    /// Headers of kiln's `kernels/hip` force-included (`-include`), in order,
+    /// ahead of every HIP source: the set's CUDA names mapped to HIP.
+    pub hip_force_include: Vec<String>,
     /// Module name to the launch bound it is compiled with for AMD.
     pub hip_max_threads_per_block: BTreeMap<String, u32>,
 }

@@ -41,6 +41,7 @@ struct RawFlags {
     cuda: Vec<String>,
     cuda_staticlib: Vec<String>,
     hip: Vec<String>,
+    hip_force_include: Vec<S<String>>,
     #[serde(default)]
     hip_max_threads_per_block: BTreeMap<S<String>, S<u32>>,
 }
@@ -128,8 +129,14 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
     let targets = check_targets(&cx, raw.targets)?;
     let toolchain = check_toolchain(&cx, raw.toolchain)?;
     crate::reach::check_targets(&cx, &targets, &toolchain, "targets")?;
-    let flags =
-        Flags { cuda: raw.flags.cuda, cuda_staticlib: raw.flags.cuda_staticlib, hip: raw.flags.hip, hip_max_threads_per_block: BTreeMap::new() };
+    let hip_force_include = check_hip_headers(&cx, &raw.flags.hip_force_include)?;
+    let flags = Flags {
+        cuda: raw.flags.cuda,
+        cuda_staticlib: raw.flags.cuda_staticlib,
+        hip: raw.flags.hip,
+        hip_force_include,
+        hip_max_threads_per_block: BTreeMap::new(),
+    };
     let bounds = raw.flags.hip_max_threads_per_block;
     let mut flags = flags;
     flags.hip_max_threads_per_block = bounds.iter().map(|(m, b)| (m.get_ref().clone(), *b.get_ref())).collect();
@@ -139,6 +146,15 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
         None => None,
     };
     Ok(Pins { file: file.clone(), sets, targets, flags, toolchain, containers })
+}
+
+/// `hip_force_include`: each a header of kiln's `kernels/hip` (a relative path).
+pub(crate) fn check_hip_headers(cx: &Ctx, headers: &[S<String>]) -> Result<Vec<String>, PinError> {
+    let check = |h: &S<String>| match crate::sets::relative_path(h.get_ref()) {
+        true => Ok(h.get_ref().clone()),
+        false => Err(cx.err(h, format!("`{}` is not a header of kiln's kernels/hip", h.get_ref()))),
+    };
+    headers.iter().map(check).collect()
 }
 
 /// The pin-file schema this kiln reads.

@@ -280,7 +280,7 @@ pub(crate) fn valid_name(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
-fn relative_path(s: &str) -> bool {
+pub(crate) fn relative_path(s: &str) -> bool {
     !s.is_empty() && !s.starts_with('/') && !s.split('/').any(|c| c == ".." || c == ".")
 }
 
@@ -378,6 +378,7 @@ struct RawSetFlags {
     cuda: Option<Vec<String>>,
     cuda_staticlib: Option<Vec<String>>,
     hip: Option<Vec<String>>,
+    hip_force_include: Option<Vec<S<String>>>,
     hip_max_threads_per_block: Option<BTreeMap<S<String>, S<u32>>>,
 }
 
@@ -587,6 +588,10 @@ fn check_set(
                 cuda: f.cuda.unwrap_or_else(|| global_flags.cuda.clone()),
                 cuda_staticlib: f.cuda_staticlib.unwrap_or_else(|| global_flags.cuda_staticlib.clone()),
                 hip: f.hip.unwrap_or_else(|| global_flags.hip.clone()),
+                hip_force_include: match &f.hip_force_include {
+                    Some(h) => crate::raw::check_hip_headers(cx, h)?,
+                    None => global_flags.hip_force_include.clone(),
+                },
                 hip_max_threads_per_block: bounds,
             }
         }

@@ -212,3 +212,24 @@ fn sets_that_clash_or_do_not_add_up_are_refused_naming_the_set() {
     let e = Pins::parse(Path::new("pins.toml"), &text.replacen("schema = 2", "schema = 1", 1)).unwrap_err();
     assert!(e.message.contains("schema 1") && e.help.as_deref().unwrap_or("").contains("[sets.candle]"), "{e}");
 }
+
+#[test]
+fn hip_forced_headers_come_from_the_flags_and_stay_inside_kernels_hip() {
+    let (path, text) = real();
+    let pins = Pins::load(&path).unwrap();
+    assert_eq!(pins.main_set().flags.hip_force_include, ["candle_hip_compat.h"]);
+    // A set's own [flags] keeps the global list unless it names its own.
+    let flash = pins.sets.iter().find(|s| s.name == "flash-attn").unwrap();
+    assert_eq!(flash.flags.hip_force_include, pins.flags.hip_force_include);
+    let own = text.replacen("[sets.flash-attn.flags]\n", "[sets.flash-attn.flags]\nhip_force_include = [\"kiln_hip_warp.h\"]\n", 1);
+    let own = Pins::parse(Path::new("pins.toml"), &own).unwrap();
+    assert_eq!(own.sets.iter().find(|s| s.name == "flash-attn").unwrap().flags.hip_force_include, ["kiln_hip_warp.h"]);
+    assert_eq!(own.main_set().flags.hip_force_include, ["candle_hip_compat.h"]);
+
+    let line = "hip_force_include = [\"candle_hip_compat.h\"]";
+    let e = broken(line, "hip_force_include = [\"../candle_hip_compat.h\"]");
+    assert!(e.message.contains("`../candle_hip_compat.h` is not a header of kiln's kernels/hip"), "{e}");
+    assert_eq!(e.line, line_of(line), "{e}");
+    let e = broken(&format!("{line}\n"), "");
+    assert!(e.message.contains("hip_force_include"), "{e}");
+}
