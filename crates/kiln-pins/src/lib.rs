@@ -12,6 +12,7 @@ mod error;
 mod raw;
 mod reach;
 mod sets;
+mod show;
 
 use std::{
     collections::BTreeMap,
