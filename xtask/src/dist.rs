@@ -54,15 +54,11 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
             remote: remote_config(&f.remote)?,
         };
         let set = opts.set(&pins)?;
-        let main = opts.is_main(&pins);
-        let out = f.out.clone().unwrap_or_else(|| {
-            let name = if main { String::new() } else { format!("-{}", set.name) };
-            format!("target/dist{name}-part-{}-of-{}", spec.k, spec.n).into()
-        });
-        opts.out = root.join(out);
+        let set_out = Options { out: root.join(kiln_dist::DIST_DIR), ..opts.clone() }.output(&pins)?;
+        opts.out = f.out.as_ref().map_or_else(|| set_out.part_folder(spec), |o| root.join(o));
         opts.selection = kiln_dist::Selection::new(f.modules, &f.archs, &[set])?;
         if f.locked {
-            opts.locked = Some(Lock::load(&root.join(kiln_dist::lock::file_name(&set.name, main)))?);
+            opts.locked = Some(Lock::load(&set_out.lock)?);
         }
         let o = kiln_dist::shard::run(&pins, &opts, spec, &costs_path, &|l| crate::say(l))?;
         let bytes: u64 = o.part.jobs.iter().map(|j| j.size).sum();
@@ -78,7 +74,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
         );
         return Ok(());
     }
-    let out = f.out.clone().unwrap_or_else(|| "target/dist".into());
+    let out = f.out.clone().unwrap_or_else(|| kiln_dist::DIST_DIR.into());
     let lock = match (f.locked, f.update_lock) {
         (true, _) => LockMode::Check,
         (_, true) => LockMode::Update,
@@ -177,7 +173,7 @@ pub fn verify(pins_path: &Path, v: flags::Verify) -> Result<()> {
     let mpath = dist.join(kiln_manifest::FILE_NAME);
     let text = std::fs::read_to_string(&mpath).with_context(|| format!("cannot read {}: run `cargo xtask dist` first", mpath.display()))?;
     let written = SetManifest::from_json(&text, &mpath.display().to_string())?;
-    let lock_name = kiln_dist::lock::file_name(written.set.as_deref().unwrap_or_default(), written.set.is_none());
+    let lock_name = written.lock_name();
     let lock = Lock::load(&root.join(&lock_name))?;
     let (artifacts, crates) = kiln_dist::verify::folder(&dist, &lock)?;
     println!("{}: {artifacts} artifacts match the manifest and {lock_name} ({crates} crates match crates.json)", dist.display());

@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 use kiln_pins::{HipArch, Pins, Target};
+use kiln_toolchain::sysroot::JOB_DIR;
 
 use crate::{
     job::{Arch, Job, Kind},
@@ -41,7 +42,7 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
     let output = format!("{module}.hsaco");
     argv.push(format!("-I{}", plan.shims.at));
     argv.extend(plan.include_flags());
-    argv.extend(["-include".into(), FORCED_INCLUDE.into(), "-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
+    argv.extend(["-include".into(), FORCED_INCLUDE.into(), "-o".into(), format!("{JOB_DIR}/{output}"), file.input.at.clone()]);
     let inputs = plan.scan(file, true)?;
     Ok(Job {
         set: plan.set.name.clone(),

@@ -30,7 +30,7 @@ use kiln_build::{run_graph, Job, Plan};
 use kiln_pins::{HipArch, KernelSet, Pins};
 use kiln_toolchain::{remote, sysroot, Cache, Runner};
 
-use crate::{cache_admin, collect, compilers, costs, graph, lock, output, package, set_manifest::SetManifest, sources, Selection};
+use crate::{cache_admin, collect, compilers, costs, graph, lock, output, package, set_manifest::SetManifest, sources, Selection, SetOutput};
 
 /// kiln's own repository, where this crate was built from: its HIP shims
 /// (`kernels/hip`), CUDA headers (`kernels/cuda`) and crate template, which
@@ -91,16 +91,6 @@ pub struct Dist {
     /// Every compile job ([`costs::label`]) and the seconds it took where it
     /// was built, if its cache entry recorded them (`--update-costs`).
     pub compiled: Vec<(String, Option<f64>)>,
-}
-
-/// The dist folder of set `name` when the main set's is `main_out`: that
-/// folder for the main set, `<main_out>-<name>` beside it for another.
-pub fn set_folder(main_out: &Path, name: &str, main: bool) -> PathBuf {
-    if main {
-        return main_out.to_path_buf();
-    }
-    let file = main_out.file_name().map_or_else(|| "dist".into(), |n| n.to_string_lossy().into_owned());
-    main_out.with_file_name(format!("{file}-{name}"))
 }
 
 impl<'p> Builder<'p> {
@@ -233,18 +223,14 @@ impl<'p> Builder<'p> {
 
     /// The main set's dist folder.
     pub fn main_out(&self) -> PathBuf {
-        self.resolve(self.out.as_deref().unwrap_or(Path::new("target/dist")))
+        self.resolve(self.out.as_deref().unwrap_or(Path::new(crate::DIST_DIR)))
     }
 
-    /// The dist folder of set `name`: the main set's is `out`, another's `<out>-<name>`.
-    pub fn out_of(&self, name: &str) -> PathBuf {
-        set_folder(&self.main_out(), name, self.sets.first().is_some_and(|s| s.name == name))
-    }
-
-    /// The lock file of set `name`.
-    pub fn lock_of(&self, name: &str) -> PathBuf {
-        let dir = self.lock_dir.as_deref().map_or_else(|| self.base.clone(), |d| self.resolve(d));
-        dir.join(lock::file_name(name, self.sets.first().is_some_and(|s| s.name == name)))
+    /// Where set `name` goes: the main set's folder is `out`, another's
+    /// `<out>-<name>`; its lock is in the lock folder.
+    pub fn output_of(&self, name: &str) -> SetOutput {
+        let lock_dir = self.lock_dir.as_deref().map_or_else(|| self.base.clone(), |d| self.resolve(d));
+        SetOutput::new(name, self.sets.first().is_some_and(|s| s.name == name), &self.main_out(), &lock_dir)
     }
 
     /// The sets this build will build: the named ones, or every default set.
@@ -295,20 +281,18 @@ impl<'p> Builder<'p> {
                 self.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
             );
         }
-        let main_name = self.sets[0].name.clone();
+        let outputs: Vec<SetOutput> = chosen.iter().map(|s| self.output_of(&s.name)).collect();
         // Before hours of compiling: a folder that is not ours, or a lock that is missing, fails now.
         let mut locks = Vec::new();
-        for set in &chosen {
-            let out = self.out_of(&set.name);
-            output::check(&out).with_context(|| format!("set `{}`", set.name))?;
-            let stale = output::remove_stale_siblings(&out);
+        for (set, out) in chosen.iter().zip(&outputs) {
+            output::check(&out.folder).with_context(|| format!("set `{}`", set.name))?;
+            let stale = output::remove_stale_siblings(&out.folder);
             if stale > 0 {
-                say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", out.display()));
+                say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", out.folder.display()));
             }
-            let path = self.lock_of(&set.name);
             locks.push(match self.lock {
                 LockMode::Check => {
-                    Some(lock::Lock::load(&path).with_context(|| {
+                    Some(lock::Lock::load(&out.lock).with_context(|| {
                         format!("set `{}`: --locked needs its lock, which a build of the set with --update-lock writes", set.name)
                     })?)
                 }
@@ -361,7 +345,7 @@ impl<'p> Builder<'p> {
         let toolchain_files = kiln_package::sources::ToolchainFiles::in_sysroot(&runner.sysroot().root);
         let g = graph::build(pins, &plans, &selection, &packaged, &toolchain_files)?;
         let names: Vec<String> = plans.iter().map(|p| format!("{} ({})", p.src_name, p.set.name)).collect();
-        let what = if plans.len() == 1 && plans[0].set.name == main_name { plans[0].src_name.clone() } else { names.join(", ") };
+        let what = if outputs.len() == 1 && outputs[0].is_main { plans[0].src_name.clone() } else { names.join(", ") };
         say(format!(
             "building {} of {what} ({}) with {} workers; cache {}",
             selection.describe(),
@@ -399,7 +383,7 @@ impl<'p> Builder<'p> {
 
         // Every set validated, its lock checked and its folder staged before any is published.
         let mut staged = Vec::new();
-        for (((plan, nodes), src), lock) in plans.iter().zip(&g.sets).zip(&srcs).zip(&locks) {
+        for ((((plan, nodes), src), lock), out) in plans.iter().zip(&g.sets).zip(&srcs).zip(&locks).zip(&outputs) {
             let set = &plan.set;
             let modules: Vec<(Job, kiln_build::Built)> = nodes.modules.iter().map(|&i| (g.job(i).clone(), built[i].clone())).collect();
             let mut collected = collect::artifacts(&set.targets, &modules).with_context(|| format!("set `{}`", set.name))?;
@@ -410,8 +394,7 @@ impl<'p> Builder<'p> {
             let bundles: Vec<(String, kiln_build::Built)> = nodes.bundles.iter().map(|(m, i)| (m.clone(), built[*i].clone())).collect();
             let bundles = collect::hip_bundles(set, &collected, &bundles)?;
             collected.extend(bundles);
-            let manifest = collect::manifest(set, set.name == main_name, &src.sha256, toolchain.clone(), &collected);
-            let lock_path = self.lock_of(&set.name);
+            let manifest = collect::manifest(set, out.is_main, &src.sha256, toolchain.clone(), &collected);
             if let Some(lock) = lock {
                 let diff = lock.differences(&manifest, all);
                 if !diff.is_empty() {
@@ -419,21 +402,20 @@ impl<'p> Builder<'p> {
                         "--locked: set `{}`: {} difference(s) from {}; no dist folder was changed:\n  {}",
                         set.name,
                         diff.len(),
-                        lock_path.display(),
+                        out.lock.display(),
                         diff.join("\n  ")
                     );
                 }
             }
-            let out = self.out_of(&set.name);
-            let folder = output::stage(&out, &manifest.to_json(), &collected)?;
-            staged.push((set, src, nodes, manifest, folder, out, lock_path));
+            let folder = output::stage(&out.folder, &manifest.to_json(), &collected)?;
+            staged.push((set, src, nodes, manifest, folder, out));
         }
         output::failpoint("staged");
 
         let mut outcomes = Vec::new();
         let mut package_keys = Vec::new();
         let mut committing = Vec::new();
-        for (set, src, nodes, manifest, folder, out, lock_path) in staged {
+        for (set, src, nodes, manifest, folder, out) in staged {
             let crates = match &nodes.package {
                 Some(p) => {
                     let mut artifacts = std::collections::BTreeMap::new();
@@ -457,8 +439,8 @@ impl<'p> Builder<'p> {
                 }
                 None => Vec::new(),
             };
-            committing.push((folder, out.clone()));
-            outcomes.push(Outcome { set: set.name.clone(), manifest, crates, out, lock: lock_path });
+            committing.push((folder, out.folder.clone()));
+            outcomes.push(Outcome { set: set.name.clone(), manifest, crates, out: out.folder.clone(), lock: out.lock.clone() });
         }
         for (folder, out) in committing {
             folder.commit(&out)?;
@@ -481,7 +463,7 @@ impl<'p> Builder<'p> {
                 checkout: self.base.canonicalize().unwrap_or_else(|_| self.base.clone()),
                 toolchain: runner.sysroot().identity.clone(),
                 sources: srcs.iter().filter_map(|s| s.cached.clone()).collect(),
-                debs: pins.closure().map(|c| c.debs.iter().map(|d| format!("{}.deb", d.sha256)).collect()).unwrap_or_default(),
+                debs: pins.closure().map(|c| c.debs.iter().map(|d| kiln_toolchain::cache::deb_file(&d.sha256)).collect()).unwrap_or_default(),
                 keys: kiln_build::store::touched_keys(),
                 packages: package_keys,
             };
@@ -496,33 +478,11 @@ impl<'p> Builder<'p> {
     }
 }
 
-/// The sets a builder is given, against each other: names and module names
-/// unique, each set's own checks (names, include roots, targets in reach).
-pub fn check_sets(pins: &Pins, sets: &[KernelSet]) -> Result<()> {
+/// The sets a builder is given: at least one, each keeping the pin file's
+/// rules and the sets together (kiln-pins' [`kiln_pins::check_sets`]).
+fn check_sets(pins: &Pins, sets: &[KernelSet]) -> Result<()> {
     if sets.is_empty() {
         bail!("the builder has no kernel set: add one with Builder::set (or Builder::from_pins)");
     }
-    for (i, s) in sets.iter().enumerate() {
-        s.check(pins).map_err(anyhow::Error::msg)?;
-        if let Some(cudart) = s.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()) {
-            if !sets.iter().any(|o| &o.name == cudart && o.artifact_crate.is_some()) {
-                bail!("set `{}`: crate.cudart = `{cudart}` names no set of this build that packages crates", s.name);
-            }
-        }
-        for other in &sets[..i] {
-            if other.name == s.name {
-                bail!("two kernel sets are named `{}`: set names must be unique", s.name);
-            }
-            for m in s.module_names() {
-                if other.module_names().contains(&m) {
-                    bail!(
-                        "module `{m}` of set `{}` is also a module of set `{}`: module and library names are unique across sets",
-                        s.name,
-                        other.name
-                    );
-                }
-            }
-        }
-    }
-    Ok(())
+    kiln_pins::check_sets(pins, sets).map_err(anyhow::Error::msg)
 }

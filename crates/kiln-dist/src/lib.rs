@@ -27,6 +27,7 @@ pub mod package;
 pub mod part;
 pub mod select;
 pub mod set_manifest;
+pub mod set_output;
 pub mod shard;
 pub mod sources;
 pub mod verify;
@@ -43,7 +44,10 @@ pub use builder::{kiln_root, Builder, Dist, LockMode, Outcome};
 pub use kiln_pins::{KernelSet, StaticLib};
 pub use select::Selection;
 pub use set_manifest::SetManifest;
+pub use set_output::SetOutput;
 
+/// The main set's dist folder, relative to the repository root (`dist --out`'s default).
+pub const DIST_DIR: &str = "target/dist";
 /// Where kiln's HIP shims live, relative to kiln's repository root.
 pub const SHIMS_DIR: &str = "kernels/hip";
 /// Where kiln's CUDA headers live (force-included into static libraries' objects).
@@ -82,14 +86,11 @@ impl Options {
         }
     }
 
-    /// Whether that set is the main one (its folder is `out`, its lock `artifacts.lock`).
-    pub fn is_main(&self, pins: &Pins) -> bool {
-        self.set.as_deref().is_none_or(|n| n == pins.main_set().name)
-    }
-
-    /// The set's dist folder: `out`, or `<out>-<set>` for another than the main set.
-    pub fn folder(&self, pins: &Pins) -> Result<PathBuf> {
-        Ok(builder::set_folder(&self.out, &self.set(pins)?.name, self.is_main(pins)))
+    /// Where that set goes when `out` is the main set's dist folder: its
+    /// folder (`out`, or `<out>-<set>`) and its lock in `repo`.
+    pub fn output(&self, pins: &Pins) -> Result<SetOutput> {
+        let set = self.set(pins)?;
+        Ok(SetOutput::new(&set.name, set.name == pins.main_set().name, &self.out, &self.repo))
     }
 }
 

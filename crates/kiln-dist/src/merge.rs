@@ -105,7 +105,7 @@ pub fn run(
     // The parts say which set and selection were built; this merge builds the same.
     let opts = Options { set: first.plan.set.clone(), ..opts.clone() };
     let set = opts.set(pins).context("the parts are of a set this pin file does not have")?;
-    let lock_name = crate::lock::file_name(&set.name, opts.is_main(pins));
+    let lock_name = opts.output(pins)?.lock_name();
     let lock_path = lock_dir.join(&lock_name);
     let lock = if locked || lock_path.exists() {
         Some(Lock::load(&lock_path).with_context(|| format!("set `{}`: --locked compares with {lock_name}", set.name))?)
@@ -119,7 +119,7 @@ pub fn run(
         locked: if locked { lock.cloned() } else { None },
         ..opts
     };
-    output::check(&opts.folder(pins)?)?;
+    output::check(&opts.output(pins)?.folder)?;
     // The checks need no remote cache; the dist below uses it, if one is given.
     let prepared = prepare(pins, &Options { remote: None, ..opts.clone() }, say)?;
     let plan = ShardPlan::new(pins, &opts, &prepared, costs_path)?;

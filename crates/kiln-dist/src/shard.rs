@@ -60,7 +60,7 @@ pub fn identity(
 ) -> Result<PlanIdentity> {
     let set = opts.set(pins)?;
     // The main set's plans keep the identity they always had; another set's names itself.
-    let set_name = (!opts.is_main(pins)).then(|| set.name.clone());
+    let set_name = opts.output(pins)?.named();
     // As the lock's `source` line writes it (a crate: name version sha256; a folder: path sha256).
     let source = match &set.source {
         kiln_pins::Source::Crate { name, version, sha256 } => format!("{name} {version} {sha256}"),
@@ -190,11 +190,11 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
     let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind != Kind::Object).cloned().collect();
     let collected = collect::artifacts(&set.targets, &modules)?;
     if let Some(lock) = &opts.locked {
-        let m = collect::manifest(set, opts.is_main(pins), &source.sha256, toolchain, &collected);
+        let set_out = opts.output(pins)?;
+        let m = collect::manifest(set, set_out.is_main, &source.sha256, toolchain, &collected);
         let diff = lock.differences(&m, false);
         if !diff.is_empty() {
-            let lock_name = crate::lock::file_name(&set.name, opts.is_main(pins));
-            bail!("--locked: {} difference(s) from {lock_name}; no part was written:\n  {}", diff.len(), diff.join("\n  "));
+            bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), set_out.lock_name(), diff.join("\n  "));
         }
     }
 

@@ -127,7 +127,7 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
 
     let targets = check_targets(&cx, raw.targets)?;
     let toolchain = check_toolchain(&cx, raw.toolchain)?;
-    crate::reach::check_targets(&cx, &targets, &toolchain, "targets")?;
+    crate::reach::check_targets(&targets, &toolchain, "targets").map_err(|(m, h)| PinError::at(file, text, None, m).help(h))?;
     let flags =
         Flags { cuda: raw.flags.cuda, cuda_staticlib: raw.flags.cuda_staticlib, hip: raw.flags.hip, hip_max_threads_per_block: BTreeMap::new() };
     let bounds = raw.flags.hip_max_threads_per_block;
@@ -180,12 +180,6 @@ pub(crate) fn unique<T: Clone + PartialEq + std::fmt::Debug>(
         out.push(value);
     }
     Ok(out)
-}
-
-/// The static library's targets as written, for [`crate::reach`]'s messages.
-pub(crate) struct LibTargets {
-    pub(crate) sass: Vec<S<String>>,
-    pub(crate) ptx: Vec<S<String>>,
 }
 
 fn check_targets(cx: &Ctx, raw: RawTargets) -> Result<Targets, PinError> {
