@@ -320,7 +320,7 @@ impl<'p> Builder<'p> {
     }
 
     /// Builds, validates and publishes every chosen set; on any error no
-    /// set's dist folder (or lock) is changed. The stages, in order:
+    /// set's dist folder (or lock) is changed. Its stages, in order, below.
     pub fn build(self, say: &(dyn Fn(String) + Sync)) -> Result<Dist> {
         let start = Instant::now();
         let scope = self.scope(say)?;
@@ -332,12 +332,12 @@ impl<'p> Builder<'p> {
         let staged = stage(&scope.outputs, validated)?;
         output::failpoint("staged");
         let packaged = self.package_crates(&scope, &tools, &planned, &graph, &ran, staged, say)?;
-        let outcomes = self.commit(packaged)?;
-        self.record(&scope, &tools, &planned, &outcomes.1, say);
+        let committed = self.commit(packaged)?;
+        self.record(&scope, &tools, &planned, &committed.package_keys, say);
         if let Some(r) = tools.cache.remote() {
             say(r.summary());
         }
-        Ok(Dist { sets: outcomes.0, seconds: start.elapsed().as_secs_f64(), compiled: ran.compiled })
+        Ok(Dist { sets: committed.outcomes, seconds: start.elapsed().as_secs_f64(), compiled: ran.compiled })
     }
 
     /// Builds shard `spec` of one set (the one [`Builder::only`] names, else
@@ -571,9 +571,8 @@ impl<'p> Builder<'p> {
     }
 
     /// Stage 9: every staged folder replaces its set's dist folder, then
-    /// the locks are written ([`LockMode::Update`]). Returns the outcomes and
-    /// the packaged crates' cache keys.
-    fn commit(&self, packaged: Vec<Packaged>) -> Result<(Vec<Outcome>, Vec<String>)> {
+    /// the locks are written ([`LockMode::Update`]).
+    fn commit(&self, packaged: Vec<Packaged>) -> Result<Committed> {
         let mut outcomes = Vec::new();
         let mut keys = Vec::new();
         let mut committing = Vec::new();
@@ -592,7 +591,7 @@ impl<'p> Builder<'p> {
                 l.write(&o.lock)?;
             }
         }
-        Ok((outcomes, keys))
+        Ok(Committed { outcomes, package_keys: keys })
     }
 
     /// Stage 10: what a full build used, for `cargo xtask cache gc`: one
@@ -683,6 +682,13 @@ struct Validated {
 struct StagedSet {
     manifest: SetManifest,
     folder: output::Staged,
+}
+
+/// Every set published.
+struct Committed {
+    outcomes: Vec<Outcome>,
+    /// The packaged crates' cache keys (for `cargo xtask cache gc`).
+    package_keys: Vec<String>,
 }
 
 /// One set packaged, ready to publish.
