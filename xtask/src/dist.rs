@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use kiln_dist::{costs::Costs, lock::Lock, Builder, Dist, LockMode, Options, SetManifest};
+use kiln_dist::{costs::Costs, lock::Lock, Builder, Dist, LockMode, SetManifest};
 use kiln_toolchain::remote;
 
 use crate::flags;
@@ -36,35 +36,30 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
     let pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
     let costs_path = root.join(kiln_dist::costs::FILE_NAME);
+    let lock = match (f.locked, f.update_lock) {
+        (true, _) => LockMode::Check,
+        (_, true) => LockMode::Update,
+        _ => LockMode::Off,
+    };
+    // The same builder another project's xtask would use, with the pin file's sets.
+    let builder = Builder::from_pins(&pins)
+        .kiln_dir(&root)
+        .base(&root)
+        .only(&f.sets)
+        .select(f.modules, f.archs)
+        .lock(lock)
+        .package(!f.no_package)
+        .workers(workers(f.jobs))
+        .verbose(f.verbose)
+        .no_compile(f.no_compile)
+        .remote(remote_config(&f.remote)?);
     if let Some(spec) = f.shard {
         // A shard builds part of one set: the main one, or the one --set names (docs/distributed.md).
-        if f.sets.len() > 1 {
-            bail!("--shard builds part of one set: give at most one --set (got {})", f.sets.join(", "));
-        }
-        let mut opts = Options {
-            set: f.sets.first().cloned(),
-            repo: root.clone(),
-            out: root.clone(),
-            selection: kiln_dist::Selection::default(),
-            workers: workers(f.jobs),
-            verbose: f.verbose,
-            locked: None,
-            package: !f.no_package,
-            no_compile: f.no_compile,
-            remote: remote_config(&f.remote)?,
+        let builder = match &f.out {
+            Some(dir) => builder.part_out(root.join(dir)),
+            None => builder,
         };
-        let set = opts.set(&pins)?;
-        let main = opts.is_main(&pins);
-        let out = f.out.clone().unwrap_or_else(|| {
-            let name = if main { String::new() } else { format!("-{}", set.name) };
-            format!("target/dist{name}-part-{}-of-{}", spec.k, spec.n).into()
-        });
-        opts.out = root.join(out);
-        opts.selection = kiln_dist::Selection::new(f.modules, &f.archs, &[set])?;
-        if f.locked {
-            opts.locked = Some(Lock::load(&root.join(kiln_dist::lock::file_name(&set.name, main)))?);
-        }
-        let o = kiln_dist::shard::run(&pins, &opts, spec, &costs_path, &|l| crate::say(l))?;
+        let o = builder.shard(spec, &|l| crate::say(l))?;
         let bytes: u64 = o.part.jobs.iter().map(|j| j.size).sum();
         println!(
             "{}: shard {} of plan {}: {} jobs ({} built here, {:.1} MB) in {:.1} s; `cargo xtask dist merge` takes it with the other parts",
@@ -78,26 +73,11 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
         );
         return Ok(());
     }
-    let out = f.out.clone().unwrap_or_else(|| "target/dist".into());
-    let lock = match (f.locked, f.update_lock) {
-        (true, _) => LockMode::Check,
-        (_, true) => LockMode::Update,
-        _ => LockMode::Off,
+    let builder = match &f.out {
+        Some(dir) => builder.out(root.join(dir)),
+        None => builder,
     };
-    // The same builder another project's xtask would use, with the pin file's sets.
-    let dist = Builder::from_pins(&pins)
-        .kiln_dir(&root)
-        .base(&root)
-        .only(&f.sets)
-        .select(f.modules, f.archs)
-        .out(root.join(out))
-        .lock(lock)
-        .package(!f.no_package)
-        .workers(workers(f.jobs))
-        .verbose(f.verbose)
-        .no_compile(f.no_compile)
-        .remote(remote_config(&f.remote)?)
-        .build(&|l| crate::say(l))?;
+    let dist = builder.build(&|l| crate::say(l))?;
     report(&dist, lock)?;
     if f.update_costs {
         let mut costs = Costs::load(&costs_path)?;
@@ -147,24 +127,22 @@ fn report(dist: &Dist, lock: LockMode) -> Result<()> {
 fn merge(pins_path: &Path, m: flags::Merge) -> Result<()> {
     let pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
-    let opts = Options {
-        set: None,
-        repo: root.clone(),
-        out: root.join(&m.out),
-        selection: kiln_dist::Selection::default(),
-        workers: workers(m.jobs),
-        verbose: m.verbose,
-        locked: None,
-        package: !m.no_package,
-        no_compile: true,
-        remote: remote_config(&m.remote)?,
-    };
     // Relative part folders are relative to where the command was typed (a shell glob expanded there).
     let here = crate::invoked_from();
     let parts: Vec<_> = m.parts.iter().map(|p| here.join(p)).collect();
+    let lock = if m.locked { LockMode::Check } else { LockMode::Off };
     // The parts name their set; its lock is beside pins.toml's other locks.
-    let dist = kiln_dist::merge::run(&pins, &opts, &parts, &root, m.locked, &root.join(kiln_dist::costs::FILE_NAME), &|l| crate::say(l))?;
-    report(&dist, if m.locked { LockMode::Check } else { LockMode::Off })?;
+    let dist = Builder::from_pins(&pins)
+        .kiln_dir(&root)
+        .base(&root)
+        .out(root.join(&m.out))
+        .lock(lock)
+        .package(!m.no_package)
+        .workers(workers(m.jobs))
+        .verbose(m.verbose)
+        .remote(remote_config(&m.remote)?)
+        .merge(&parts, &|l| crate::say(l))?;
+    report(&dist, lock)?;
     Ok(())
 }
 
@@ -177,7 +155,7 @@ pub fn verify(pins_path: &Path, v: flags::Verify) -> Result<()> {
     let mpath = dist.join(kiln_manifest::FILE_NAME);
     let text = std::fs::read_to_string(&mpath).with_context(|| format!("cannot read {}: run `cargo xtask dist` first", mpath.display()))?;
     let written = SetManifest::from_json(&text, &mpath.display().to_string())?;
-    let lock_name = kiln_dist::lock::file_name(written.set.as_deref().unwrap_or_default(), written.set.is_none());
+    let lock_name = written.lock_name();
     let lock = Lock::load(&root.join(&lock_name))?;
     let (artifacts, crates) = kiln_dist::verify::folder(&dist, &lock)?;
     println!("{}: {artifacts} artifacts match the manifest and {lock_name} ({crates} crates match crates.json)", dist.display());

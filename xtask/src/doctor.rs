@@ -70,7 +70,7 @@ pub fn run(pins_path: &Path) -> Result<()> {
         Ok(o) if o.status.success() => line(true, "nextest", String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").to_string()),
         _ => line(false, "nextest", "cargo-nextest is missing: cargo install cargo-nextest".into()),
     }
-    let dist = crate::project_root().join("target/dist").join(kiln_manifest::FILE_NAME);
+    let dist = crate::project_root().join(kiln_dist::DIST_DIR).join(kiln_manifest::FILE_NAME);
     line(dist.exists(), "dist", if dist.exists() { dist.display().to_string() } else { "no target/dist yet: cargo xtask dist".into() });
     Ok(())
 }

@@ -122,7 +122,7 @@ pub struct Publish {
     #[arg(long)]
     pub execute: bool,
     /// The dist folder whose crates/ to publish.
-    #[arg(long, default_value = "target/dist", value_name = "DIR")]
+    #[arg(long, default_value = kiln_dist::DIST_DIR, value_name = "DIR")]
     pub dist: PathBuf,
 }
 
@@ -215,7 +215,7 @@ pub struct Merge {
     pub jobs: Option<usize>,
     /// The main set's dist folder (relative to the repository root; another set's parts go to
     /// DIR-<set>); as for `dist --out`.
-    #[arg(long, default_value = "target/dist", value_name = "DIR")]
+    #[arg(long, default_value = kiln_dist::DIST_DIR, value_name = "DIR")]
     pub out: PathBuf,
     /// Also print a line for each cache hit.
     #[arg(long, short)]
@@ -282,7 +282,7 @@ fn parse_shard(s: &str) -> Result<kiln_dist::part::Spec, String> {
 #[derive(clap::Args, Debug)]
 pub struct Verify {
     /// The dist folder to check.
-    #[arg(long, default_value = "target/dist", value_name = "DIR")]
+    #[arg(long, default_value = kiln_dist::DIST_DIR, value_name = "DIR")]
     pub dist: std::path::PathBuf,
 }
 

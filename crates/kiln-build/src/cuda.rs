@@ -5,6 +5,7 @@
 use anyhow::Result;
 use kiln_manifest::Kind;
 use kiln_pins::{Sm, Target};
+use kiln_toolchain::sysroot::JOB_DIR;
 
 use crate::{
     job::{Arch, Job, JobKind},
@@ -25,7 +26,7 @@ fn nvcc_job(plan: &Plan, module: &str, out: Output, mode: &[&str], flags: &[Stri
     argv.extend(mode.iter().map(|s| s.to_string()));
     argv.extend(flags.iter().cloned());
     argv.extend(plan.include_flags());
-    argv.extend(["-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
+    argv.extend(["-o".into(), format!("{JOB_DIR}/{output}"), file.input.at.clone()]);
     let inputs = plan.scan(file, false)?;
     Ok(Job {
         set: plan.set.name.clone(),
@@ -70,14 +71,14 @@ pub fn ptxas_cubin_job(plan: &Plan, module: &str, file: &SourceFile, sm: Sm, fro
     let Some(ptxas) = &plan.ptxas else {
         anyhow::bail!("{} needs the pinned ptxas ([toolchain].ptxas), which this plan was not given", sm.sass());
     };
-    let ptx = format!("/kiln/job/{module}.ptx");
+    let ptx = format!("{JOB_DIR}/{module}.ptx");
     let mut nvcc = vec!["nvcc".to_string(), gencode(from, &from.ptx()), "--ptx".into()];
     nvcc.extend(plan.set.flags.cuda.iter().cloned());
     nvcc.extend(plan.include_flags());
     nvcc.extend(["-o".into(), ptx.clone(), file.input.at.clone()]);
     let output = format!("{module}.cubin");
     let assemble =
-        vec![format!("/kiln/job/{PTXAS}"), format!("-arch={}", sm.sass()), "-m64".into(), "-o".into(), format!("/kiln/job/{output}"), ptx.clone()];
+        vec![format!("{JOB_DIR}/{PTXAS}"), format!("-arch={}", sm.sass()), "-m64".into(), "-o".into(), format!("{JOB_DIR}/{output}"), ptx.clone()];
     let script = format!("set -e; {}; {}; rm {}", shell_words(&nvcc), shell_words(&assemble), shell_quote(&ptx));
     let inputs = plan.scan(file, false)?;
     Ok(Job {
@@ -134,8 +135,8 @@ pub fn object_job(plan: &Plan, lib: &str, file: &SourceFile, sass: &[Sm], ptx: &
 /// `ar`'s D flag zeroes timestamps, uids and modes: the archive depends on content only.
 pub fn archive_job(plan: &Plan, lib: &str, sass: &[Sm], ptx: &[Sm], members: &[String]) -> Job {
     let output = format!("lib{lib}.a");
-    let mut argv = vec!["ar".to_string(), "rcsD".into(), format!("/kiln/job/{output}")];
-    argv.extend(members.iter().map(|name| format!("/kiln/job/{name}")));
+    let mut argv = vec!["ar".to_string(), "rcsD".into(), format!("{JOB_DIR}/{output}")];
+    argv.extend(members.iter().map(|name| format!("{JOB_DIR}/{name}")));
     Job {
         set: plan.set.name.clone(),
         module: lib.into(),

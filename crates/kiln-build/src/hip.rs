@@ -7,6 +7,7 @@
 use anyhow::Result;
 use kiln_manifest::Kind;
 use kiln_pins::{HipArch, Pins, Target};
+use kiln_toolchain::sysroot::JOB_DIR;
 
 use crate::{
     job::{Arch, Job, JobKind},
@@ -44,7 +45,7 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
     for header in &plan.set.flags.hip_force_include {
         argv.extend(["-include".into(), header.clone()]);
     }
-    argv.extend(["-o".into(), format!("/kiln/job/{output}"), file.input.at.clone()]);
+    argv.extend(["-o".into(), format!("{JOB_DIR}/{output}"), file.input.at.clone()]);
     let inputs = plan.scan(file, true)?;
     Ok(Job {
         set: plan.set.name.clone(),

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use kiln_pins::{IncludeRoot, KernelSet, Pins, SassBy, Sm, Target};
-use kiln_toolchain::Mount;
+use kiln_toolchain::{
+    sysroot::{HIP_DIR, KERNELS_DIR, SRC_DIR},
+    Mount,
+};
 
 use crate::{
     cuda, hip,
@@ -52,8 +55,8 @@ impl Plan {
     pub fn new(set: &KernelSet, src_root: PathBuf, shims: PathBuf) -> Plan {
         Plan {
             set: set.clone(),
-            src: Tree { host: src_root, at: "/kiln/src".into() },
-            shims: Tree { host: shims, at: "/kiln/hip".into() },
+            src: Tree { host: src_root, at: SRC_DIR.into() },
+            shims: Tree { host: shims, at: HIP_DIR.into() },
             src_name: set.source.describe(),
             ptxas: None,
             cuda_headers: None,
@@ -64,7 +67,7 @@ impl Plan {
 
     /// The plan with kiln's CUDA headers folder (the repository's `kernels/cuda`).
     pub fn with_cuda_headers(mut self, host: PathBuf) -> Plan {
-        self.cuda_headers = Some(Tree { host, at: "/kiln/kernels".into() });
+        self.cuda_headers = Some(Tree { host, at: KERNELS_DIR.into() });
         self
     }
 

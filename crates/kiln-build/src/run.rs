@@ -15,7 +15,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use kiln_toolchain::{Cache, Mount, Runner};
+use kiln_toolchain::{sysroot::JOB_DIR, Cache, Mount, Runner};
 
 use crate::{
     job::{self, Hashes, Job},
@@ -143,9 +143,9 @@ impl StepIo<'_> {
     /// folder) as `/kiln/job`, its output appended to the step's log.
     pub fn sandboxed(&self, dir: &Path, mounts: &[Mount], argv: &[String]) -> Result<()> {
         let mut mounts = mounts.to_vec();
-        mounts.push(Mount { host: dir.to_path_buf(), at: "/kiln/job".into(), writable: true });
+        mounts.push(Mount { host: dir.to_path_buf(), at: JOB_DIR.into(), writable: true });
         let log = self.dir.join(".command.log");
-        let status = self.runner.run(&mounts, "/kiln/job", argv, &log)?;
+        let status = self.runner.run(&mounts, JOB_DIR, argv, &log)?;
         let text = fs::read_to_string(&log).unwrap_or_default();
         fs::remove_file(&log).ok();
         self.log(&format!("$ {}\n{text}", argv.join(" ")))?;
@@ -510,8 +510,8 @@ fn run_node(
         match &node.work {
             Work::Command(job) => {
                 let mut mounts = job.mounts.clone();
-                mounts.push(Mount { host: dir.clone(), at: "/kiln/job".into(), writable: true });
-                let status = runner.run(&mounts, "/kiln/job", &job.argv, &log)?;
+                mounts.push(Mount { host: dir.clone(), at: JOB_DIR.into(), writable: true });
+                let status = runner.run(&mounts, JOB_DIR, &job.argv, &log)?;
                 if !status.success() {
                     bail!("{} exited with {status}", job.argv[0]);
                 }

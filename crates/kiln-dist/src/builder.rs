@@ -27,10 +27,18 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use kiln_build::{run_graph, Job, Plan};
+use kiln_manifest::Toolchain;
 use kiln_pins::{HipArch, KernelSet, Pins};
-use kiln_toolchain::{remote, sysroot, Cache, Runner};
+use kiln_toolchain::{remote, sysroot, wheel::Tool, Cache, Runner};
 
-use crate::{cache_admin, collect, compilers, costs, graph, lock, output, package, set_manifest::SetManifest, sources, Selection};
+use crate::{
+    cache_admin, collect, compilers, costs,
+    graph::{self, Graph},
+    lock, merge, output, package,
+    part::Spec,
+    set_manifest::SetManifest,
+    shard, sources, Selection, SetOutput,
+};
 
 /// kiln's own repository, where this crate was built from: its HIP shims
 /// (`kernels/hip`), CUDA headers (`kernels/cuda`) and crate template, which
@@ -51,24 +59,30 @@ pub enum LockMode {
     Update,
 }
 
+/// kiln's one way in: [`Builder::build`] (every chosen set, one machine),
+/// [`Builder::shard`] (part of one set's compiles) and [`Builder::merge`]
+/// (the parts into that set's dist folder), all provisioning and planning
+/// through the same stages.
 pub struct Builder<'p> {
-    pins: &'p Pins,
-    sets: Vec<KernelSet>,
+    pub(crate) pins: &'p Pins,
+    pub(crate) sets: Vec<KernelSet>,
     only: Vec<String>,
-    modules: Vec<String>,
-    archs: Vec<String>,
+    pub(crate) modules: Vec<String>,
+    pub(crate) archs: Vec<String>,
     /// A selection already parsed (`dist merge`'s, from its parts), instead of `modules`/`archs`.
     selection: Option<Selection>,
     kiln: PathBuf,
-    base: PathBuf,
+    pub(crate) base: PathBuf,
     out: Option<PathBuf>,
+    /// A shard's part folder, when not the default one.
+    part_out: Option<PathBuf>,
     lock_dir: Option<PathBuf>,
-    lock: LockMode,
+    pub(crate) lock: LockMode,
     package: bool,
-    workers: usize,
-    verbose: bool,
-    no_compile: bool,
-    remote: Option<remote::Config>,
+    pub(crate) workers: usize,
+    pub(crate) verbose: bool,
+    pub(crate) no_compile: bool,
+    pub(crate) remote: Option<remote::Config>,
 }
 
 /// One set's result.
@@ -93,16 +107,6 @@ pub struct Dist {
     pub compiled: Vec<(String, Option<f64>)>,
 }
 
-/// The dist folder of set `name` when the main set's is `main_out`: that
-/// folder for the main set, `<main_out>-<name>` beside it for another.
-pub fn set_folder(main_out: &Path, name: &str, main: bool) -> PathBuf {
-    if main {
-        return main_out.to_path_buf();
-    }
-    let file = main_out.file_name().map_or_else(|| "dist".into(), |n| n.to_string_lossy().into_owned());
-    main_out.with_file_name(format!("{file}-{name}"))
-}
-
 impl<'p> Builder<'p> {
     /// A builder with the pins' toolchain and default targets and flags, and
     /// no kernel set yet ([`Builder::set`]). Relative folders (sources, the
@@ -119,6 +123,7 @@ impl<'p> Builder<'p> {
             kiln: kiln_root(),
             base,
             out: None,
+            part_out: None,
             lock_dir: None,
             lock: LockMode::Off,
             package: false,
@@ -182,6 +187,13 @@ impl<'p> Builder<'p> {
         self
     }
 
+    /// The folder [`Builder::shard`] writes its part into (default:
+    /// `<set's dist folder>-part-K-of-N`).
+    pub fn part_out(mut self, dir: impl Into<PathBuf>) -> Builder<'p> {
+        self.part_out = Some(dir.into());
+        self
+    }
+
     /// Where relative source folders, `out` and the locks are (default: the pin file's folder).
     pub fn base(mut self, dir: impl Into<PathBuf>) -> Builder<'p> {
         self.base = dir.into();
@@ -233,18 +245,14 @@ impl<'p> Builder<'p> {
 
     /// The main set's dist folder.
     pub fn main_out(&self) -> PathBuf {
-        self.resolve(self.out.as_deref().unwrap_or(Path::new("target/dist")))
+        self.resolve(self.out.as_deref().unwrap_or(Path::new(crate::DIST_DIR)))
     }
 
-    /// The dist folder of set `name`: the main set's is `out`, another's `<out>-<name>`.
-    pub fn out_of(&self, name: &str) -> PathBuf {
-        set_folder(&self.main_out(), name, self.sets.first().is_some_and(|s| s.name == name))
-    }
-
-    /// The lock file of set `name`.
-    pub fn lock_of(&self, name: &str) -> PathBuf {
-        let dir = self.lock_dir.as_deref().map_or_else(|| self.base.clone(), |d| self.resolve(d));
-        dir.join(lock::file_name(name, self.sets.first().is_some_and(|s| s.name == name)))
+    /// Where set `name` goes: the main set's folder is `out`, another's
+    /// `<out>-<name>`; its lock is in the lock folder.
+    pub fn output_of(&self, name: &str) -> SetOutput {
+        let lock_dir = self.lock_dir.as_deref().map_or_else(|| self.base.clone(), |d| self.resolve(d));
+        SetOutput::new(name, self.sets.first().is_some_and(|s| s.name == name), &self.main_out(), &lock_dir)
     }
 
     /// The sets this build will build: the named ones, or every default set.
@@ -262,6 +270,36 @@ impl<'p> Builder<'p> {
             }
         }
         Ok(chosen)
+    }
+
+    /// The one set a shard or a merge is of: `name`, else the main set.
+    pub(crate) fn set_named(&self, name: Option<&str>) -> Result<&KernelSet> {
+        check_sets(self.pins, &self.sets)?;
+        let Some(name) = name else { return Ok(&self.sets[0]) };
+        let known = || self.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
+        self.sets.iter().find(|s| s.name == name).with_context(|| format!("unknown set `{name}` (--set); the sets are: {}", known()))
+    }
+
+    /// The set [`Builder::shard`] builds part of (the one [`Builder::only`]
+    /// names, else the main set), where it goes and the selection of it.
+    pub(crate) fn one_set_of_shard(&self) -> Result<shard::OneSet<'_>> {
+        if self.only.len() > 1 {
+            bail!("--shard builds part of one set: give at most one --set (got {})", self.only.join(", "));
+        }
+        let set = self.set_named(self.only.first().map(String::as_str))?;
+        let selection = match &self.selection {
+            Some(s) => {
+                s.check(&[set])?;
+                s.clone()
+            }
+            None => Selection::new(self.modules.clone(), &self.archs, &[set])?,
+        };
+        Ok(shard::OneSet { pins: self.pins, set, output: self.output_of(&set.name), selection })
+    }
+
+    /// The part folder of shard `spec` of the set that goes to `output`.
+    pub(crate) fn part_folder(&self, output: &SetOutput, spec: Spec) -> PathBuf {
+        self.part_out.as_deref().map_or_else(|| output.part_folder(spec), |d| self.resolve(d))
     }
 
     /// The selection over the chosen sets; a `--module` of a set not chosen says which `--set` adds it.
@@ -282,41 +320,86 @@ impl<'p> Builder<'p> {
     }
 
     /// Builds, validates and publishes every chosen set; on any error no
-    /// set's dist folder (or lock) is changed.
+    /// set's dist folder (or lock) is changed. Its stages, in order, below.
     pub fn build(self, say: &(dyn Fn(String) + Sync)) -> Result<Dist> {
         let start = Instant::now();
-        let pins = self.pins;
+        let scope = self.scope(say)?;
+        let tools = self.provision(&scope.sets, &scope.selection, self.remote.clone(), say)?;
+        let planned = self.plan(&tools, &scope.sets, say)?;
+        let graph = self.graph(&scope, &tools, &planned, say)?;
+        let ran = self.run(&graph, &tools, say)?;
+        let validated = self.validate(&scope, &tools, &planned, &graph, &ran)?;
+        let staged = stage(&scope.outputs, validated)?;
+        output::failpoint("staged");
+        let packaged = self.package_crates(&scope, &tools, &planned, &graph, &ran, staged, say)?;
+        let committed = self.commit(packaged)?;
+        self.record(&scope, &tools, &planned, &committed.package_keys, say);
+        if let Some(r) = tools.cache.remote() {
+            say(r.summary());
+        }
+        Ok(Dist { sets: committed.outcomes, seconds: start.elapsed().as_secs_f64(), compiled: ran.compiled })
+    }
+
+    /// Builds shard `spec` of one set (the one [`Builder::only`] names, else
+    /// the main set) into its part folder ([`Builder::part_out`], else
+    /// `<set's dist folder>-part-K-of-N`), for `dist merge` (docs/distributed.md).
+    pub fn shard(self, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Result<shard::PartOutcome> {
+        shard::run(&self, spec, say)
+    }
+
+    /// Merges the part folders of the shards of one set into that set's dist
+    /// folder, exactly as a single machine writes it: the parts name their set
+    /// and selection; [`LockMode::Check`] also requires the set's lock and the
+    /// whole result to match it.
+    pub fn merge(self, parts: &[PathBuf], say: &(dyn Fn(String) + Sync)) -> Result<Dist> {
+        merge::run(self, parts, say)
+    }
+
+    /// Stage 1: the sets this build builds, its selection, where each set
+    /// goes; before hours of compiling, a folder that is not ours or a lock
+    /// that is missing fails now.
+    fn scope(&self, say: &(dyn Fn(String) + Sync)) -> Result<Scope<'_>> {
         let chosen = self.chosen()?;
         let selection = self.selection(&chosen)?;
-        let chosen: Vec<&KernelSet> = chosen.into_iter().filter(|s| selection.builds(s)).collect();
-        if chosen.is_empty() {
+        let sets: Vec<&KernelSet> = chosen.into_iter().filter(|s| selection.builds(s)).collect();
+        if sets.is_empty() {
             bail!(
                 "nothing to build: no set ({}) has what --module/--arch select",
                 self.sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
             );
         }
-        let main_name = self.sets[0].name.clone();
-        // Before hours of compiling: a folder that is not ours, or a lock that is missing, fails now.
+        let outputs: Vec<SetOutput> = sets.iter().map(|s| self.output_of(&s.name)).collect();
         let mut locks = Vec::new();
-        for set in &chosen {
-            let out = self.out_of(&set.name);
-            output::check(&out).with_context(|| format!("set `{}`", set.name))?;
-            let stale = output::remove_stale_siblings(&out);
+        for (set, out) in sets.iter().zip(&outputs) {
+            output::check(&out.folder).with_context(|| format!("set `{}`", set.name))?;
+            let stale = output::remove_stale_siblings(&out.folder);
             if stale > 0 {
-                say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", out.display()));
+                say(format!("removed {stale} half-published dist folder(s) of interrupted runs beside {}", out.folder.display()));
             }
-            let path = self.lock_of(&set.name);
             locks.push(match self.lock {
                 LockMode::Check => {
-                    Some(lock::Lock::load(&path).with_context(|| {
+                    Some(lock::Lock::load(&out.lock).with_context(|| {
                         format!("set `{}`: --locked needs its lock, which a build of the set with --update-lock writes", set.name)
                     })?)
                 }
                 _ => None,
             });
         }
+        Ok(Scope { sets, selection, outputs, locks })
+    }
 
-        let cache = Cache::from_env()?.with_remote(self.remote.clone());
+    /// Stage 2 (build, shard and merge alike): the cache (cleaned of
+    /// interrupted runs' scratch), the pinned toolchain provisioned and
+    /// checked for what `sets` need, and the pinned ptxas where a target needs it.
+    pub(crate) fn provision(
+        &self,
+        sets: &[&KernelSet],
+        selection: &Selection,
+        remote: Option<remote::Config>,
+        say: &(dyn Fn(String) + Sync),
+    ) -> Result<Provisioned> {
+        let pins = self.pins;
+        let cache = Cache::from_env()?.with_remote(remote);
         if let Some(r) = cache.remote() {
             say(format!("remote cache {}{}", r.url(), if r.config().read_only { " (read-only)" } else { "" }));
         }
@@ -326,139 +409,177 @@ impl<'p> Builder<'p> {
         }
         let root = sysroot::provision(&cache, pins, self.workers, say)?;
         let runner = Runner::new(root)?;
-        let ptxas = if chosen.iter().any(|s| selection.needs_ptxas(pins, s)) { compilers::ptxas(&runner, &cache, pins)? } else { None };
+        let ptxas = if sets.iter().any(|s| selection.needs_ptxas(pins, s)) { compilers::ptxas(&runner, &cache, pins)? } else { None };
         let mut hip: Vec<HipArch> = Vec::new();
-        for a in chosen.iter().flat_map(|s| &s.targets.hip) {
+        for a in sets.iter().flat_map(|s| &s.targets.hip) {
             if !hip.contains(a) {
                 hip.push(a.clone());
             }
         }
         let toolchain = compilers::check(&runner, pins, ptxas.as_ref(), &hip)?;
+        Ok(Provisioned { cache, runner, toolchain, ptxas })
+    }
 
+    /// Stage 3: each set's verified sources and inputs, and the plan of its jobs over them.
+    pub(crate) fn plan(&self, tools: &Provisioned, sets: &[&KernelSet], say: &(dyn Fn(String) + Sync)) -> Result<Planned> {
         let shims = self.kiln.join(crate::SHIMS_DIR);
         if !shims.is_dir() {
             bail!("kiln's HIP shims are missing: {} is not a folder", shims.display());
         }
-        let mut plans = Vec::new();
-        let mut srcs = Vec::new();
-        for set in &chosen {
-            let src = sources::fetch(&cache, set, &self.base, &|l| say(l))?;
-            let inputs = sources::inputs(&cache, set, &|l| say(l))?;
+        let mut planned = Planned { plans: Vec::new(), sources: Vec::new() };
+        for set in sets {
+            let src = sources::fetch(&tools.cache, set, &self.base, &|l| say(l))?;
+            let inputs = sources::inputs(&tools.cache, set, &|l| say(l))?;
             let mut plan =
                 Plan::new(set, src.root.clone(), shims.clone()).with_cuda_headers(self.kiln.join(crate::CUDA_HEADERS_DIR)).with_includes(&inputs)?;
-            if let Some(tool) = &ptxas {
+            if let Some(tool) = &tools.ptxas {
                 plan = plan.with_ptxas(tool.clone());
             }
-            plans.push(plan);
-            srcs.push(src);
+            planned.plans.push(plan);
+            planned.sources.push(src);
         }
+        Ok(planned)
+    }
 
+    /// Stage 4: every set's jobs as one graph (with the crates' payloads
+    /// where they are packaged), announced.
+    fn graph<'g>(&'g self, scope: &Scope, tools: &Provisioned, planned: &'g Planned, say: &(dyn Fn(String) + Sync)) -> Result<Graph<'g>> {
+        let selection = &scope.selection;
         let all = selection.is_all();
         let packaged = |s: &KernelSet| self.package && all && s.artifact_crate.is_some();
-        if self.package && !all && chosen.iter().any(|s| s.artifact_crate.is_some()) {
+        if self.package && !all && scope.sets.iter().any(|s| s.artifact_crate.is_some()) {
             say("not packaging crates: they need every artifact, and this run builds a selection".into());
         }
-        let toolchain_files = kiln_package::sources::ToolchainFiles::in_sysroot(&runner.sysroot().root);
-        let g = graph::build(pins, &plans, &selection, &packaged, &toolchain_files)?;
+        let toolchain_files = kiln_package::sources::ToolchainFiles::in_sysroot(&tools.runner.sysroot().root);
+        let g = graph::build(self.pins, &planned.plans, selection, &packaged, &toolchain_files)?;
+        let plans = &planned.plans;
         let names: Vec<String> = plans.iter().map(|p| format!("{} ({})", p.src_name, p.set.name)).collect();
-        let what = if plans.len() == 1 && plans[0].set.name == main_name { plans[0].src_name.clone() } else { names.join(", ") };
+        let what = if scope.outputs.len() == 1 && scope.outputs[0].is_main { plans[0].src_name.clone() } else { names.join(", ") };
         say(format!(
             "building {} of {what} ({}) with {} workers; cache {}",
             selection.describe(),
             g.describe(),
             self.workers,
-            cache.root().display()
+            tools.cache.root().display()
         ));
-        // The time left the progress names: the committed cost table's seconds
-        // (an unmeasured job is estimated from its kind), scaled as jobs finish.
+        Ok(g)
+    }
+
+    /// Stage 5: the graph run through the cache; every node must have
+    /// succeeded. The time left the progress names is the committed cost
+    /// table's seconds (an unmeasured job estimated from its kind), scaled as jobs finish.
+    fn run(&self, g: &Graph, tools: &Provisioned, say: &(dyn Fn(String) + Sync)) -> Result<Ran> {
         let table = costs::Costs::load(&self.base.join(costs::FILE_NAME)).unwrap_or_default();
-        let estimates = g
-            .nodes
-            .iter()
-            .map(|n| match &n.work {
-                kiln_build::Work::Command(j) if j.kind.is_compile() => Some(table.estimate(std::slice::from_ref(j))[0] as f64 / 1e3),
-                _ => None,
-            })
-            .collect();
+        let compile = |n: &kiln_build::Node| match &n.work {
+            kiln_build::Work::Command(j) if j.kind.is_compile() => Some(j.clone()),
+            _ => None,
+        };
+        let estimates = g.nodes.iter().map(|n| compile(n).map(|j| table.estimate(std::slice::from_ref(&j))[0] as f64 / 1e3)).collect();
         let run_opts =
             kiln_build::Options { workers: self.workers, verbose: self.verbose, no_compile: self.no_compile, estimates, ..Default::default() };
-        let results = run_graph(&runner, &cache, &g.nodes, &run_opts, say);
+        let results = run_graph(&tools.runner, &tools.cache, &g.nodes, &run_opts, say);
         let built = collect::successes(&g.nodes, results)?;
-        let store = kiln_build::store::Store::new(&cache);
+        let store = kiln_build::store::Store::new(&tools.cache);
         let compiled = g
             .nodes
             .iter()
             .zip(&built)
-            .filter_map(|(n, b)| match &n.work {
-                kiln_build::Work::Command(j) if j.kind.is_compile() => {
-                    Some((costs::label(j), if b.cached { store.seconds(&b.key) } else { Some(b.seconds) }))
-                }
-                _ => None,
-            })
+            .filter_map(|(n, b)| compile(n).map(|j| (costs::label(&j), if b.cached { store.seconds(&b.key) } else { Some(b.seconds) })))
             .collect();
+        Ok(Ran { built, compiled })
+    }
 
-        // Every set validated, its lock checked and its folder staged before any is published.
-        let mut staged = Vec::new();
-        for (((plan, nodes), src), lock) in plans.iter().zip(&g.sets).zip(&srcs).zip(&locks) {
-            let set = &plan.set;
+    /// Stage 6: each set's artifacts read back and validated, its manifest
+    /// made and compared with its lock ([`LockMode::Check`]).
+    fn validate(&self, scope: &Scope, tools: &Provisioned, planned: &Planned, g: &Graph, ran: &Ran) -> Result<Vec<Validated>> {
+        let built = &ran.built;
+        let mut validated = Vec::new();
+        for (i, (plan, nodes)) in planned.plans.iter().zip(&g.sets).enumerate() {
+            let (set, src, out) = (&plan.set, &planned.sources[i], &scope.outputs[i]);
             let modules: Vec<(Job, kiln_build::Built)> = nodes.modules.iter().map(|&i| (g.job(i).clone(), built[i].clone())).collect();
             let mut collected = collect::artifacts(&set.targets, &modules).with_context(|| format!("set `{}`", set.name))?;
             if let Some(a) = nodes.archive {
                 collected.push(collect::staticlib(set, &src.root, g.job(a), &built[a])?);
             }
-            collect::compare_kernel_sets(pins, set, &collected)?;
+            collect::compare_kernel_sets(self.pins, set, &collected)?;
             let bundles: Vec<(String, kiln_build::Built)> = nodes.bundles.iter().map(|(m, i)| (m.clone(), built[*i].clone())).collect();
             let bundles = collect::hip_bundles(set, &collected, &bundles)?;
             collected.extend(bundles);
-            let manifest = collect::manifest(set, set.name == main_name, &src.sha256, toolchain.clone(), &collected);
-            let lock_path = self.lock_of(&set.name);
-            if let Some(lock) = lock {
-                let diff = lock.differences(&manifest, all);
+            let manifest = collect::manifest(set, out.is_main, &src.sha256, tools.toolchain.clone(), &collected);
+            if let Some(lock) = &scope.locks[i] {
+                let diff = lock.differences(&manifest, scope.selection.is_all());
                 if !diff.is_empty() {
                     bail!(
                         "--locked: set `{}`: {} difference(s) from {}; no dist folder was changed:\n  {}",
                         set.name,
                         diff.len(),
-                        lock_path.display(),
+                        out.lock.display(),
                         diff.join("\n  ")
                     );
                 }
             }
-            let out = self.out_of(&set.name);
-            let folder = output::stage(&out, &manifest.to_json(), &collected)?;
-            staged.push((set, src, nodes, manifest, folder, out, lock_path));
+            validated.push(Validated { manifest, collected });
         }
-        output::failpoint("staged");
+        Ok(validated)
+    }
 
-        let mut outcomes = Vec::new();
-        let mut package_keys = Vec::new();
-        let mut committing = Vec::new();
-        for (set, src, nodes, manifest, folder, out, lock_path) in staged {
-            let crates = match &nodes.package {
+    /// Stage 8: each set's crates packaged into its staged folder, from the
+    /// payloads the graph compressed (sets that are not packaged have none).
+    #[allow(clippy::too_many_arguments)]
+    fn package_crates(
+        &self,
+        scope: &Scope,
+        tools: &Provisioned,
+        planned: &Planned,
+        g: &Graph,
+        ran: &Ran,
+        staged: Vec<StagedSet>,
+        say: &(dyn Fn(String) + Sync),
+    ) -> Result<Vec<Packaged>> {
+        let mut packaged = Vec::new();
+        for (i, s) in staged.into_iter().enumerate() {
+            let (set, out) = (scope.sets[i], &scope.outputs[i]);
+            let (crates, key) = match &g.sets[i].package {
                 Some(p) => {
-                    let mut artifacts = std::collections::BTreeMap::new();
-                    for &(of, payload) in &p.payloads {
-                        let path = match nodes.bundles.iter().find(|(_, i)| *i == of) {
-                            Some((module, _)) => collect::bundle_path(module),
-                            None => collect::dist_path(g.job(of)),
-                        };
-                        artifacts.insert(path, built[payload].path.clone());
-                    }
-                    let payloads = package::Payloads { artifacts, slices: built[p.slices].path.clone(), cudart: built[p.cudart].path.clone() };
-                    let cudart = set.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()).map(|name| {
-                        let other = self.sets.iter().chain(&pins.sets).find(|s| &s.name == name).expect("checked: crate.cudart names a set");
-                        (other.artifact_crate.as_ref().expect("a set with crates").name.clone(), other.crate_version().expect("a crate source"))
-                    });
-                    let what =
-                        package::What { runner: &runner, cache: &cache, set, kiln: &self.kiln, source_root: &src.root, manifest: &manifest, cudart };
-                    let (records, key) = package::crates(&what, &payloads, &folder.dir, say)?;
-                    package_keys.push(key);
-                    records
+                    let payloads = payloads(g, &g.sets[i], p, &ran.built);
+                    let what = package::What {
+                        runner: &tools.runner,
+                        cache: &tools.cache,
+                        set,
+                        kiln: &self.kiln,
+                        source_root: &planned.sources[i].root,
+                        manifest: &s.manifest,
+                        cudart: self.cudart_of(set),
+                    };
+                    let (records, key) = package::crates(&what, &payloads, &s.folder.dir, say)?;
+                    (records, Some(key))
                 }
-                None => Vec::new(),
+                None => (Vec::new(), None),
             };
-            committing.push((folder, out.clone()));
-            outcomes.push(Outcome { set: set.name.clone(), manifest, crates, out, lock: lock_path });
+            let outcome = Outcome { set: set.name.clone(), manifest: s.manifest, crates, out: out.folder.clone(), lock: out.lock.clone() };
+            packaged.push(Packaged { outcome, folder: s.folder, key });
+        }
+        Ok(packaged)
+    }
+
+    /// The main crate name and version of the set whose CUDA runtime crate
+    /// `set`'s parts link (`crate.cudart`), if not its own.
+    fn cudart_of(&self, set: &KernelSet) -> Option<(String, String)> {
+        let name = set.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref())?;
+        let other = self.sets.iter().chain(&self.pins.sets).find(|s| &s.name == name).expect("checked: crate.cudart names a set");
+        Some((other.artifact_crate.as_ref().expect("a set with crates").name.clone(), other.crate_version().expect("a crate source")))
+    }
+
+    /// Stage 9: every staged folder replaces its set's dist folder, then
+    /// the locks are written ([`LockMode::Update`]).
+    fn commit(&self, packaged: Vec<Packaged>) -> Result<Committed> {
+        let mut outcomes = Vec::new();
+        let mut keys = Vec::new();
+        let mut committing = Vec::new();
+        for p in packaged {
+            committing.push((p.folder, p.outcome.out.clone()));
+            keys.extend(p.key);
+            outcomes.push(p.outcome);
         }
         for (folder, out) in committing {
             folder.commit(&out)?;
@@ -470,59 +591,119 @@ impl<'p> Builder<'p> {
                 l.write(&o.lock)?;
             }
         }
-        if all {
-            // What this checkout's plan uses, for `cargo xtask cache gc`: one record per combination of sets.
-            let names: Vec<String> = chosen.iter().map(|s| s.name.clone()).collect();
-            // The pin file's default sets keep the checkout's one record; any other combination (an
-            // opt-in set, a set described in code) gets its own, so neither hides the other's entries.
-            let defaults: Vec<String> = self.pins.default_sets().map(|s| s.name.clone()).collect();
-            let variant = if names == defaults { String::new() } else { names.join(",") };
-            let rec = cache_admin::PlanRecord {
-                checkout: self.base.canonicalize().unwrap_or_else(|_| self.base.clone()),
-                toolchain: runner.sysroot().identity.clone(),
-                sources: srcs.iter().filter_map(|s| s.cached.clone()).collect(),
-                debs: pins.closure().map(|c| c.debs.iter().map(|d| format!("{}.deb", d.sha256)).collect()).unwrap_or_default(),
-                keys: kiln_build::store::touched_keys(),
-                packages: package_keys,
-            };
-            if let Err(e) = cache_admin::record(&cache, &rec, &variant) {
-                say(format!("warning: cannot record what this dist used for `cargo xtask cache gc`: {e:#}"));
-            }
+        Ok(Committed { outcomes, package_keys: keys })
+    }
+
+    /// Stage 10: what a full build used, for `cargo xtask cache gc`: one
+    /// record per combination of sets. The pin file's default sets keep the
+    /// checkout's one record; any other combination (an opt-in set, a set
+    /// described in code) gets its own, so neither hides the other's entries.
+    fn record(&self, scope: &Scope, tools: &Provisioned, planned: &Planned, package_keys: &[String], say: &(dyn Fn(String) + Sync)) {
+        if !scope.selection.is_all() {
+            return;
         }
-        if let Some(r) = cache.remote() {
-            say(r.summary());
+        let names: Vec<String> = scope.sets.iter().map(|s| s.name.clone()).collect();
+        let defaults: Vec<String> = self.pins.default_sets().map(|s| s.name.clone()).collect();
+        let variant = if names == defaults { String::new() } else { names.join(",") };
+        let rec = cache_admin::PlanRecord {
+            checkout: self.base.canonicalize().unwrap_or_else(|_| self.base.clone()),
+            toolchain: tools.runner.sysroot().identity.clone(),
+            sources: planned.sources.iter().filter_map(|s| s.cached.clone()).collect(),
+            debs: self.pins.closure().map(|c| c.debs.iter().map(|d| kiln_toolchain::cache::deb_file(&d.sha256)).collect()).unwrap_or_default(),
+            keys: kiln_build::store::touched_keys(),
+            packages: package_keys.to_vec(),
+        };
+        if let Err(e) = cache_admin::record(&tools.cache, &rec, &variant) {
+            say(format!("warning: cannot record what this dist used for `cargo xtask cache gc`: {e:#}"));
         }
-        Ok(Dist { sets: outcomes, seconds: start.elapsed().as_secs_f64(), compiled })
     }
 }
 
-/// The sets a builder is given, against each other: names and module names
-/// unique, each set's own checks (names, include roots, targets in reach).
-pub fn check_sets(pins: &Pins, sets: &[KernelSet]) -> Result<()> {
+/// Stage 7: every set's folder staged (manifest and artifacts) before any is published.
+fn stage(outputs: &[SetOutput], validated: Vec<Validated>) -> Result<Vec<StagedSet>> {
+    let staged = outputs
+        .iter()
+        .zip(validated)
+        .map(|(out, v)| Ok(StagedSet { folder: output::stage(&out.folder, &v.manifest.to_json(), &v.collected)?, manifest: v.manifest }));
+    staged.collect()
+}
+
+/// A packaged set's payloads: each artifact's and bundle's compressed bytes
+/// by its dist path, the static library's slices and the CUDA runtime.
+fn payloads(g: &Graph, nodes: &graph::SetNodes, p: &graph::Packaging, built: &[kiln_build::Built]) -> package::Payloads {
+    let mut artifacts = std::collections::BTreeMap::new();
+    for &(of, payload) in &p.payloads {
+        let path = match nodes.bundles.iter().find(|(_, i)| *i == of) {
+            Some((module, _)) => collect::bundle_path(module),
+            None => collect::dist_path(g.job(of)),
+        };
+        artifacts.insert(path, built[payload].path.clone());
+    }
+    package::Payloads { artifacts, slices: built[p.slices].path.clone(), cudart: built[p.cudart].path.clone() }
+}
+
+/// What a build is of ([`Builder::build`]'s first stage).
+struct Scope<'b> {
+    sets: Vec<&'b KernelSet>,
+    selection: Selection,
+    /// Per set, where it goes.
+    outputs: Vec<SetOutput>,
+    /// Per set, its lock when it is checked.
+    locks: Vec<Option<lock::Lock>>,
+}
+
+/// The cache and the pinned toolchain, provisioned and checked.
+pub(crate) struct Provisioned {
+    pub(crate) cache: Cache,
+    pub(crate) runner: Runner,
+    pub(crate) toolchain: Toolchain,
+    ptxas: Option<Tool>,
+}
+
+/// Per set (in the order built), its plan and its verified sources.
+pub(crate) struct Planned {
+    pub(crate) plans: Vec<Plan>,
+    pub(crate) sources: Vec<sources::SetSource>,
+}
+
+/// What the graph built: per node, its output; per compile job, its label and seconds.
+struct Ran {
+    built: Vec<kiln_build::Built>,
+    compiled: Vec<(String, Option<f64>)>,
+}
+
+/// One set's artifacts, validated, and its manifest.
+struct Validated {
+    manifest: SetManifest,
+    collected: Vec<collect::Collected>,
+}
+
+/// One set's folder staged beside its dist folder.
+struct StagedSet {
+    manifest: SetManifest,
+    folder: output::Staged,
+}
+
+/// Every set published.
+struct Committed {
+    outcomes: Vec<Outcome>,
+    /// The packaged crates' cache keys (for `cargo xtask cache gc`).
+    package_keys: Vec<String>,
+}
+
+/// One set packaged, ready to publish.
+struct Packaged {
+    outcome: Outcome,
+    folder: output::Staged,
+    /// The packaged crates' cache key.
+    key: Option<String>,
+}
+
+/// The sets a builder is given: at least one, each keeping the pin file's
+/// rules and the sets together (kiln-pins' [`kiln_pins::check_sets`]).
+fn check_sets(pins: &Pins, sets: &[KernelSet]) -> Result<()> {
     if sets.is_empty() {
         bail!("the builder has no kernel set: add one with Builder::set (or Builder::from_pins)");
     }
-    for (i, s) in sets.iter().enumerate() {
-        s.check(pins).map_err(anyhow::Error::msg)?;
-        if let Some(cudart) = s.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()) {
-            if !sets.iter().any(|o| &o.name == cudart && o.artifact_crate.is_some()) {
-                bail!("set `{}`: crate.cudart = `{cudart}` names no set of this build that packages crates", s.name);
-            }
-        }
-        for other in &sets[..i] {
-            if other.name == s.name {
-                bail!("two kernel sets are named `{}`: set names must be unique", s.name);
-            }
-            for m in s.module_names() {
-                if other.module_names().contains(&m) {
-                    bail!(
-                        "module `{m}` of set `{}` is also a module of set `{}`: module and library names are unique across sets",
-                        s.name,
-                        other.name
-                    );
-                }
-            }
-        }
-    }
-    Ok(())
+    kiln_pins::check_sets(pins, sets).map_err(anyhow::Error::msg)
 }

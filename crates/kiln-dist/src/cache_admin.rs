@@ -13,7 +13,10 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use kiln_build::store::{Store, BOOKKEEPING, SHA256_FILE};
-use kiln_toolchain::{cache::dir_size, fetch, Cache};
+use kiln_toolchain::{
+    cache::{self, dir_size},
+    fetch, Cache,
+};
 use serde::{Deserialize, Serialize};
 
 /// What one checkout's last full dist used.
@@ -130,7 +133,7 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
             damaged.push(Damage { path: dir, why: format!("cache entry {key}: {why}") });
         }
     }
-    for (area, ext) in [("debs", ".deb"), ("bundles", ".hipfb")] {
+    for (area, ext) in [(cache::DEBS, ".deb"), ("bundles", ".hipfb")] {
         let dir = cache.root().join(area);
         for n in names(&dir) {
             let Some(want) = n.strip_suffix(ext) else { continue };
@@ -142,7 +145,7 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
             }
         }
     }
-    let packages = cache.objects().join("packages");
+    let packages = cache.packages();
     for key in names(&packages) {
         checked += 1;
         if let Err(e) = crate::package::verify_cached(&packages.join(&key)) {
@@ -214,15 +217,15 @@ pub fn gc(cache: &Cache) -> Result<Freed> {
     let toolchains: BTreeSet<String> = live.iter().map(|r| r.toolchain.clone()).collect();
     for (key, dir) in entries(cache) {
         if !keys.contains(&key) {
-            remove(dir, format!("objects/{}/{key}", &key[..2]))?;
+            remove(dir, format!("{}/{}/{key}", cache::OBJECTS, &key[..2]))?;
         }
     }
     let areas: [(&str, PathBuf, &BTreeSet<String>); 5] = [
-        ("objects/packages", cache.objects().join("packages"), &packages),
+        (cache::PACKAGES, cache.packages(), &packages),
         ("bundles", cache.root().join("bundles"), &bundles),
-        ("debs", cache.debs(), &debs),
-        ("sources", cache.sources(), &sources),
-        ("toolchains", cache.toolchains(), &toolchains),
+        (cache::DEBS, cache.debs(), &debs),
+        (cache::SOURCES, cache.sources(), &sources),
+        (cache::TOOLCHAINS, cache.toolchains(), &toolchains),
     ];
     for (label, dir, kept) in areas {
         for n in names(&dir) {

@@ -10,6 +10,7 @@ use kiln_build::store;
 use kiln_manifest::{Package, Toolchain};
 use kiln_pins::{HipArch, PackagePin, Pins};
 use kiln_toolchain::{
+    sysroot::JOB_DIR,
     wheel::{self, Tool},
     Cache, Mount, Runner,
 };
@@ -57,8 +58,8 @@ pub fn ptxas(runner: &Runner, cache: &Cache, pins: &Pins) -> Result<Option<Tool>
     let result = (|| -> Result<String> {
         store::link_or_copy(&tool.path, &dir.join("ptxas"))?;
         let log = dir.join("version.log");
-        let mounts = [Mount { host: dir.clone(), at: "/kiln/job".into(), writable: true }];
-        let status = runner.run(&mounts, "/kiln/job", &["/kiln/job/ptxas".into(), "--version".into()], &log)?;
+        let mounts = [Mount { host: dir.clone(), at: JOB_DIR.into(), writable: true }];
+        let status = runner.run(&mounts, JOB_DIR, &[format!("{JOB_DIR}/ptxas"), "--version".into()], &log)?;
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if !status.success() {
             bail!("the pinned ptxas ({}) does not run in the toolchain's sandbox ({status}):\n{text}", tool.origin);

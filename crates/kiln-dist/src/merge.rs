@@ -17,16 +17,15 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use kiln_build::store::Store;
-use kiln_pins::Pins;
 use kiln_toolchain::fetch;
 
 use crate::{
+    costs,
     lock::Lock,
     output,
     part::{Part, PartJob},
-    prepare,
-    shard::ShardPlan,
-    Dist, Options, Selection,
+    shard::{OneSet, ShardPlan},
+    Builder, Dist, LockMode, Selection,
 };
 
 /// Reads every part, naming each folder that is not one.
@@ -84,45 +83,33 @@ fn check_together(parts: &[(PathBuf, Part)]) -> Result<()> {
     Ok(())
 }
 
-/// Merges `dirs` into the dist folder of the set they are parts of (`opts.out`
-/// for the main set, `<out>-<set>` for another). The set's lock in `lock_dir`
-/// (`artifacts.lock`, `artifacts.<set>.lock`), where there is one, holds the
-/// committed hashes each part's artifacts are checked against (where it is for
-/// these pins); `locked` also requires it, and the whole result to match it.
-pub fn run(
-    pins: &Pins,
-    opts: &Options,
-    dirs: &[PathBuf],
-    lock_dir: &std::path::Path,
-    locked: bool,
-    costs_path: &std::path::Path,
-    say: &(dyn Fn(String) + Sync),
-) -> Result<Dist> {
+/// [`Builder::merge`]: merges `dirs` into the dist folder of the set they
+/// are parts of. The set's lock, where there is one, holds the committed
+/// hashes each part's artifacts are checked against (where it is for these
+/// pins); [`LockMode::Check`] also requires it, and the whole result to match it.
+pub(crate) fn run(b: Builder, dirs: &[PathBuf], say: &(dyn Fn(String) + Sync)) -> Result<Dist> {
     let parts = read_parts(dirs)?;
     check_together(&parts)?;
     let first = &parts[0].1;
     let n = first.shard.n;
+    let locked = b.lock == LockMode::Check;
     // The parts say which set and selection were built; this merge builds the same.
-    let opts = Options { set: first.plan.set.clone(), ..opts.clone() };
-    let set = opts.set(pins).context("the parts are of a set this pin file does not have")?;
-    let lock_name = crate::lock::file_name(&set.name, opts.is_main(pins));
-    let lock_path = lock_dir.join(&lock_name);
-    let lock = if locked || lock_path.exists() {
-        Some(Lock::load(&lock_path).with_context(|| format!("set `{}`: --locked compares with {lock_name}", set.name))?)
+    let set = b.set_named(first.plan.set.as_deref()).context("the parts are of a set this pin file does not have")?;
+    let set_out = b.output_of(&set.name);
+    let lock_name = set_out.lock_name();
+    let lock = if locked || set_out.lock.exists() {
+        Some(Lock::load(&set_out.lock).with_context(|| format!("set `{}`: --locked compares with {lock_name}", set.name))?)
     } else {
         None
     };
     let lock = lock.as_ref();
-    let opts = Options {
-        selection: Selection::new(first.plan.modules.clone(), &first.plan.archs, &[set])?,
-        no_compile: true,
-        locked: if locked { lock.cloned() } else { None },
-        ..opts
-    };
-    output::check(&opts.folder(pins)?)?;
+    let selection = Selection::new(first.plan.modules.clone(), &first.plan.archs, &[set])?;
+    output::check(&set_out.folder)?;
+    let one = OneSet { pins: b.pins, set, output: set_out.clone(), selection: selection.clone() };
     // The checks need no remote cache; the dist below uses it, if one is given.
-    let prepared = prepare(pins, &Options { remote: None, ..opts.clone() }, say)?;
-    let plan = ShardPlan::new(pins, &opts, &prepared, costs_path)?;
+    let tools = b.provision(&[set], &selection, None, say)?;
+    let planned = b.plan(&tools, &[set], say)?;
+    let plan = ShardPlan::new(&one, &tools, &planned, &b.base.join(costs::FILE_NAME))?;
     if plan.identity != first.plan {
         bail!(
             "the parts are of plan {}, but this checkout makes plan {}: {}; merge parts on a checkout of the commit the shards built",
@@ -132,7 +119,35 @@ pub fn run(
         );
     }
     say(format!("merging {} part(s) of plan {} ({} jobs, {} shards)", parts.len(), &plan.identity.id[..12], plan.jobs.len(), n));
+    let chosen = check_parts(&parts, &plan, lock, locked, &lock_name, say)?;
+    import(&tools.cache, &parts, &plan, &chosen, say)?;
+    drop(tools);
+    let name = set.name.clone();
+    let dist = b.only(&[name]).selection_of(selection).no_compile(true).build(say)?;
+    let outcome = &dist.sets[0];
+    if let (true, Some(lock)) = (locked, lock) {
+        // The whole result, read back from the folder as a consumer gets it.
+        let (artifacts, crates) = crate::verify::folder(&outcome.out, lock)?;
+        say(format!(
+            "{}: read back: {artifacts} artifacts match the manifest and {lock_name}, {crates} crates match crates.json",
+            outcome.out.display()
+        ));
+    }
+    Ok(dist)
+}
 
+/// Every job of `plan` in exactly one part, every file whole, and every
+/// artifact the one the lock names; every problem is named before any is
+/// refused. Returns, per job of the plan, the part and the part's record of it.
+fn check_parts<'p>(
+    parts: &'p [(PathBuf, Part)],
+    plan: &ShardPlan,
+    lock: Option<&Lock>,
+    locked: bool,
+    lock_name: &str,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<Vec<(usize, &'p PartJob)>> {
+    let n = parts[0].1.shard.n;
     let mut problems = Vec::new();
     // Every job exactly once.
     let mut by_key: BTreeMap<&str, Vec<(usize, &PartJob)>> = BTreeMap::new();
@@ -175,7 +190,7 @@ pub fn run(
     let lock_applies = lock.filter(|l| l.toolchain == plan.identity.toolchain && l.source == plan.identity.source);
     if lock.is_some() && lock_applies.is_none() {
         let line = format!("{lock_name} is for other pins than these parts (toolchain or source differ): their artifacts are not compared with it");
-        if opts.locked.is_some() {
+        if locked {
             problems.push(line);
         } else {
             say(format!("warning: {line}"));
@@ -200,7 +215,7 @@ pub fn run(
                         Some(h) if *h != j.sha256 => {
                             problems.push(format!("{whose}: {path} has sha256 {}, {lock_name} says {}", &j.sha256[..16], &h[..16.min(h.len())]))
                         }
-                        None if opts.locked.is_some() => problems.push(format!("{whose}: {path} is not in {lock_name} (--locked)")),
+                        None if locked => problems.push(format!("{whose}: {path} is not in {lock_name} (--locked)")),
                         _ => {}
                     }
                 }
@@ -210,28 +225,26 @@ pub fn run(
     if !problems.is_empty() {
         bail!("{} problem(s) with the parts; nothing was written:\n  {}", problems.len(), problems.join("\n  "));
     }
+    Ok(chosen.into_iter().map(|c| c.expect("checked above: every job is in one part")).collect())
+}
 
-    let store = Store::new(&prepared.cache);
-    for (i, c) in chosen.iter().enumerate() {
-        let (p, j) = c.expect("checked above: every job is in one part");
-        let (dir, part) = &parts[p];
+/// Each job's output into the local cache under its key, from the part that holds it.
+fn import(
+    cache: &kiln_toolchain::Cache,
+    parts: &[(PathBuf, Part)],
+    plan: &ShardPlan,
+    chosen: &[(usize, &PartJob)],
+    say: &(dyn Fn(String) + Sync),
+) -> Result<()> {
+    let store = Store::new(cache);
+    for (i, (p, j)) in chosen.iter().enumerate() {
+        let (dir, part) = &parts[*p];
         let origin = format!("dist part {} (shard {})", dir.display(), part.shard);
         store.import(&plan.keys[i], &plan.recipes[i], &plan.jobs[i].output, &Part::file(dir, j), &j.sha256, &origin)?;
     }
-    for (dir, part) in &parts {
+    for (dir, part) in parts {
         let measured: f64 = part.jobs.iter().filter_map(|j| j.seconds).sum();
         say(format!("  shard {}: {} jobs from {} (Σ {:.0} s of compiling where built)", part.shard, part.jobs.len(), dir.display(), measured));
     }
-    drop(prepared);
-    let dist = crate::run(pins, &opts, say)?;
-    let outcome = &dist.sets[0];
-    if let Some(lock) = &opts.locked {
-        // The whole result, read back from the folder as a consumer gets it.
-        let (artifacts, crates) = crate::verify::folder(&outcome.out, lock)?;
-        say(format!(
-            "{}: read back: {artifacts} artifacts match the manifest and {lock_name}, {crates} crates match crates.json",
-            outcome.out.display()
-        ));
-    }
-    Ok(dist)
+    Ok(())
 }

@@ -76,7 +76,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, fetch::sha256_bytes(l.text.as_bytes())));
     }
     let key = cache_key(runner, &artifact_crate.name, &version, &key_text, &sources.trees(), &ffi_rs)?;
-    let cached = cache.objects().join("packages").join(&key);
+    let cached = cache.packages().join(&key);
     if cached.join(CRATES_JSON).is_file() {
         match verify_cached(&cached) {
             Ok(records) => {

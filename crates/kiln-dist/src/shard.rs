@@ -12,17 +12,26 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use kiln_build::{job::Hashes, run_graph, Job, JobKind, Node};
-use kiln_pins::Pins;
+use kiln_build::{job::Hashes, run_graph, Job, JobKind, Node, Plan};
+use kiln_pins::{KernelSet, Pins};
 use kiln_toolchain::fetch;
 
 use crate::{
+    builder::{Planned, Provisioned},
     collect,
     costs::{self, Costs},
     output::{self, Staged},
     part::{self, Part, PartJob, PlanIdentity, Spec},
-    prepare, Options, Prepared,
+    Builder, LockMode, Selection, SetOutput,
 };
+
+/// The one set a shard or a merge is of, and how much of it.
+pub(crate) struct OneSet<'a> {
+    pub(crate) pins: &'a Pins,
+    pub(crate) set: &'a KernelSet,
+    pub(crate) output: SetOutput,
+    pub(crate) selection: Selection,
+}
 
 /// Which shard (1..=n) each job goes to: longest first onto the shard with
 /// the least estimated time so far (the lowest-numbered on a tie); equal
@@ -47,20 +56,12 @@ pub fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
     jobs.iter().map(|j| j.recipe(toolchain, &hashes).with_context(|| format!("cannot hash the inputs of {j}"))).collect()
 }
 
-/// The identity of the plan `jobs` (with `keys`) of `selection` under `pins`
-/// (of the run's set, whose sources have `source_sha256`).
-pub fn identity(
-    pins: &Pins,
-    opts: &Options,
-    source_sha256: &str,
-    toolchain: &str,
-    jobs: &[Job],
-    keys: &[String],
-    costs_text: &[u8],
-) -> Result<PlanIdentity> {
-    let set = opts.set(pins)?;
+/// The identity of the plan `jobs` (with `keys`) of `one`'s selection
+/// (whose sources have `source_sha256`).
+fn identity(one: &OneSet, source_sha256: &str, toolchain: &str, jobs: &[Job], keys: &[String], costs_text: &[u8]) -> Result<PlanIdentity> {
+    let set = one.set;
     // The main set's plans keep the identity they always had; another set's names itself.
-    let set_name = (!opts.is_main(pins)).then(|| set.name.clone());
+    let set_name = one.output.named();
     // As the lock's `source` line writes it (a crate: name version sha256; a folder: path sha256).
     let source = match &set.source {
         kiln_pins::Source::Crate { name, version, sha256 } => format!("{name} {version} {sha256}"),
@@ -75,8 +76,8 @@ pub fn identity(
         v.dedup();
         v
     };
-    let archs: Vec<String> = opts.selection.archs.iter().map(|t| t.to_string()).collect();
-    let (modules, archs) = (sorted(&opts.selection.modules), sorted(&archs));
+    let archs: Vec<String> = one.selection.archs.iter().map(|t| t.to_string()).collect();
+    let (modules, archs) = (sorted(&one.selection.modules), sorted(&archs));
     let mut text = String::from("kiln-plan v1\n");
     if let Some(name) = &set_name {
         text.push_str(&format!("set {name}\n"));
@@ -116,16 +117,18 @@ pub struct ShardPlan {
 }
 
 impl ShardPlan {
-    pub fn new(pins: &Pins, opts: &Options, p: &Prepared, costs_path: &Path) -> Result<ShardPlan> {
+    /// The plan of `one` (planned as `planned`, its only set) with the cost table at `costs_path`.
+    pub(crate) fn new(one: &OneSet, tools: &Provisioned, planned: &Planned, costs_path: &Path) -> Result<ShardPlan> {
         let costs_text = std::fs::read(costs_path).unwrap_or_default();
         let costs = Costs::load(costs_path)?;
-        let jobs = crate::compile_jobs(&opts.selection, &p.plan, pins)?;
+        let jobs = compile_jobs(&one.selection, &planned.plans[0], one.pins)?;
         let n_modules = jobs.iter().filter(|j| j.kind != JobKind::Object).count();
-        let recipes = recipes(&jobs, &p.runner.sysroot().identity)?;
+        let toolchain = &tools.runner.sysroot().identity;
+        let recipes = recipes(&jobs, toolchain)?;
         let keys: Vec<String> = recipes.iter().map(|r| Job::key(r)).collect();
         let labels: Vec<String> = jobs.iter().map(costs::label).collect();
         let cost_ms = costs.estimate(&jobs);
-        let identity = identity(pins, opts, &p.source.sha256, &p.runner.sysroot().identity, &jobs, &keys, &costs_text)?;
+        let identity = identity(one, &planned.sources[0].sha256, toolchain, &jobs, &keys, &costs_text)?;
         Ok(ShardPlan { jobs, n_modules, recipes, keys, labels, cost_ms, identity })
     }
 
@@ -148,16 +151,29 @@ fn dist_path(job: &Job) -> Option<String> {
     (job.kind != JobKind::Object).then(|| collect::dist_path(job))
 }
 
-/// Builds shard `spec` of the plan into the part folder `opts.out`, replaced
-/// whole at the end (or left as it was on any failure).
-pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dyn Fn(String) + Sync)) -> Result<PartOutcome> {
+/// The compile jobs of `selection` (what shards divide): the module jobs,
+/// then the static library's objects, in plan order.
+fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
+    let mut jobs = selection.module_jobs(plan, pins)?;
+    if selection.wants_staticlib(&plan.set) {
+        jobs.extend(selection.object_jobs(plan)?);
+    }
+    Ok(jobs)
+}
+
+/// [`Builder::shard`]: builds shard `spec` of the builder's one set into its
+/// part folder, replaced whole at the end (or left as it was on any failure).
+pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Result<PartOutcome> {
     let start = std::time::Instant::now();
-    let set = opts.set(pins)?;
-    opts.selection.check(&[set])?;
-    part::check_out(&opts.out)?;
-    output::remove_stale_siblings(&opts.out);
-    let prepared = prepare(pins, opts, say)?;
-    let plan = ShardPlan::new(pins, opts, &prepared, costs_path)?;
+    let one = b.one_set_of_shard()?;
+    let out = b.part_folder(&one.output, spec);
+    part::check_out(&out)?;
+    output::remove_stale_siblings(&out);
+    // Only the shard's own artifacts are compared with the lock (`--locked`).
+    let lock = if b.lock == LockMode::Check { Some(crate::lock::Lock::load(&one.output.lock)?) } else { None };
+    let tools = b.provision(&[one.set], &one.selection, b.remote.clone(), say)?;
+    let planned = b.plan(&tools, &[one.set], say)?;
+    let plan = ShardPlan::new(&one, &tools, &planned, &b.base.join(costs::FILE_NAME))?;
     let shard = plan.assignment(spec.n);
     let mine: Vec<usize> = (0..plan.jobs.len()).filter(|&i| shard[i] == spec.k).collect();
     let jobs: Vec<Job> = mine.iter().map(|&i| plan.jobs[i].clone()).collect();
@@ -172,13 +188,12 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
         jobs.len(),
         estimated as f64 / 1e3,
         largest.map(|&i| format!(", the longest {} (~{:.0} s)", plan.labels[i], plan.cost_ms[i] as f64 / 1e3)).unwrap_or_default(),
-        prepared.cache.root().display()
+        tools.cache.root().display()
     ));
 
-    let Prepared { cache, runner, toolchain, source, .. } = prepared;
-    let run_opts = kiln_build::Options { workers: opts.workers, verbose: opts.verbose, no_compile: opts.no_compile, ..Default::default() };
+    let run_opts = kiln_build::Options { workers: b.workers, verbose: b.verbose, no_compile: b.no_compile, ..Default::default() };
     let nodes: Vec<Node> = jobs.iter().cloned().map(Node::command).collect();
-    let results = run_graph(&runner, &cache, &nodes, &run_opts, say);
+    let results = run_graph(&tools.runner, &tools.cache, &nodes, &run_opts, say);
     let built: Vec<(Job, kiln_build::Built)> = jobs.iter().cloned().zip(collect::successes(&nodes, results)?).collect();
     for (i, (j, b)) in mine.iter().zip(&built) {
         if b.key != plan.keys[*i] {
@@ -188,24 +203,32 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
     // Every module artifact is read back here already: a bad one fails this
     // shard, on the machine that built it, not the merge.
     let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind != JobKind::Object).cloned().collect();
-    let collected = collect::artifacts(&set.targets, &modules)?;
-    if let Some(lock) = &opts.locked {
-        let m = collect::manifest(set, opts.is_main(pins), &source.sha256, toolchain, &collected);
+    let collected = collect::artifacts(&one.set.targets, &modules)?;
+    if let Some(lock) = &lock {
+        let m = collect::manifest(one.set, one.output.is_main, &planned.sources[0].sha256, tools.toolchain.clone(), &collected);
         let diff = lock.differences(&m, false);
         if !diff.is_empty() {
-            let lock_name = crate::lock::file_name(&set.name, opts.is_main(pins));
-            bail!("--locked: {} difference(s) from {lock_name}; no part was written:\n  {}", diff.len(), diff.join("\n  "));
+            bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), one.output.lock_name(), diff.join("\n  "));
         }
     }
+    let part = write_part(&tools, &out, spec, &plan, estimated, &built)?;
+    if let Some(r) = tools.cache.remote() {
+        say(r.summary());
+    }
+    let n_built = built.iter().filter(|(_, b)| !b.cached).count();
+    Ok(PartOutcome { part, out, built: n_built, seconds: start.elapsed().as_secs_f64() })
+}
 
-    let staged = Staged::begin(&opts.out, part::OWNER, |d| d.join(part::FILE_NAME).is_file())?;
-    let store = kiln_build::store::Store::new(&cache);
+/// The part folder `out`: every built job's output (a copy: nothing done to
+/// the part may reach the cache) and `part.json`, staged and then put in place.
+fn write_part(tools: &Provisioned, out: &Path, spec: Spec, plan: &ShardPlan, estimated: u64, built: &[(Job, kiln_build::Built)]) -> Result<Part> {
+    let staged = Staged::begin(out, part::OWNER, |d| d.join(part::FILE_NAME).is_file())?;
+    let store = kiln_build::store::Store::new(&tools.cache);
     let mut part_jobs = Vec::new();
-    for (job, b) in &built {
+    for (job, b) in built {
         let rel = format!("{}/{}/{}", part::JOBS_DIR, b.key, job.output);
         let dest = staged.dir.join(&rel);
         std::fs::create_dir_all(dest.parent().expect("jobs/<key> has a parent"))?;
-        // A copy: nothing done to the part may reach the cache.
         std::fs::copy(&b.path, &dest).with_context(|| format!("cannot copy {} to {}", b.path.display(), dest.display()))?;
         let sha256 = fetch::sha256_file(&dest)?;
         let size = std::fs::metadata(&dest)?.len();
@@ -223,12 +246,8 @@ pub fn run(pins: &Pins, opts: &Options, spec: Spec, costs_path: &Path, say: &(dy
     std::fs::write(staged.dir.join(part::FILE_NAME), part.to_json()).with_context(|| format!("cannot write {}", part::FILE_NAME))?;
     part::OWNER.mark(&staged.dir)?;
     output::failpoint("part-staged");
-    staged.commit(&opts.out)?;
-    if let Some(r) = cache.remote() {
-        say(r.summary());
-    }
-    let n_built = built.iter().filter(|(_, b)| !b.cached).count();
-    Ok(PartOutcome { part, out: opts.out.clone(), built: n_built, seconds: start.elapsed().as_secs_f64() })
+    staged.commit(out)?;
+    Ok(part)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod containers;
 mod error;
 mod raw;
 mod reach;
+mod set_check;
 mod sets;
 mod show;
 
@@ -24,6 +25,7 @@ pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers
 pub use error::{line_col, PinError, PositionedError};
 pub use raw::SCHEMA;
 pub use reach::{cuda_version, SassBy};
+pub use set_check::check_sets;
 pub use sets::{ArtifactCrate, CrateApi, IncludeRoot, InputLicense, KernelSet, Source, StaticLib, TreeInput};
 
 /// The pin file kiln uses when none is named: `pins.toml` at the repository root.

@@ -128,7 +128,7 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
 
     let targets = check_targets(&cx, raw.targets)?;
     let toolchain = check_toolchain(&cx, raw.toolchain)?;
-    crate::reach::check_targets(&cx, &targets, &toolchain, "targets")?;
+    crate::reach::check_targets(&targets, &toolchain, "targets").map_err(|(m, h)| PinError::at(file, text, None, m).help(h))?;
     let hip_force_include = check_hip_headers(&cx, &raw.flags.hip_force_include)?;
     let flags = Flags {
         cuda: raw.flags.cuda,
@@ -196,12 +196,6 @@ pub(crate) fn unique<T: Clone + PartialEq + std::fmt::Debug>(
         out.push(value);
     }
     Ok(out)
-}
-
-/// The static library's targets as written, for [`crate::reach`]'s messages.
-pub(crate) struct LibTargets {
-    pub(crate) sass: Vec<S<String>>,
-    pub(crate) ptx: Vec<S<String>>,
 }
 
 fn check_targets(cx: &Ctx, raw: RawTargets) -> Result<Targets, PinError> {

@@ -3,11 +3,10 @@
 //! compiler can reach fails when the pin file is read (`cargo xtask pins
 //! check`), naming the target and the compiler, not deep into a build.
 
-use crate::{
-    error::PinError,
-    raw::{Ctx, LibTargets},
-    Pins, Sm, StaticLib, Targets, Toolchain,
-};
+use crate::{Pins, Sm, StaticLib, Targets, Toolchain};
+
+/// Why a target is out of reach, and what to do about it.
+pub(crate) type OutOfReach = (String, String);
 
 /// How the SASS for one pinned sm is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,63 +56,74 @@ fn clang_major(t: &Toolchain) -> Option<u32> {
 
 /// Every target of `targets` (named `what` in messages: `targets`,
 /// `sets.flash-attn.targets`) within a pinned compiler's reach.
-pub(crate) fn check_targets(cx: &Ctx, targets: &Targets, t: &Toolchain, what: &str) -> Result<(), PinError> {
-    let whole = |message: String| PinError::at(cx.file, cx.text, None, message);
+pub(crate) fn check_targets(targets: &Targets, t: &Toolchain, what: &str) -> Result<(), OutOfReach> {
     let nvcc = format!("{} {}", t.nvcc.package, t.nvcc.version);
     if let Some(llvm) = clang_major(t) {
         for arch in &targets.hip {
             if arch.row().llvm > llvm {
-                return Err(whole(format!(
-                    "{what}.hip has {arch}, which LLVM knows from version {} on, but the pinned clang is {} {}",
-                    arch.row().llvm,
-                    t.clang.package,
-                    t.clang.version
-                ))
-                .help("pin a newer clang and ROCm device libraries, or drop the arch"));
+                return Err((
+                    format!(
+                        "{what}.hip has {arch}, which LLVM knows from version {} on, but the pinned clang is {} {}",
+                        arch.row().llvm,
+                        t.clang.package,
+                        t.clang.version
+                    ),
+                    "pin a newer clang and ROCm device libraries, or drop the arch".into(),
+                ));
             }
         }
     }
     for &level in &targets.cuda_ptx {
         if !nvcc_builds(t, level) {
-            return Err(whole(format!("{what}.cuda_ptx has {}, which {nvcc} cannot compile for", level.ptx()))
-                .help("PTX comes from nvcc: drop the level or pin an nvcc that has it"));
+            return Err((
+                format!("{what}.cuda_ptx has {}, which {nvcc} cannot compile for", level.ptx()),
+                "PTX comes from nvcc: drop the level or pin an nvcc that has it".into(),
+            ));
         }
     }
     let Some(&floor) = targets.cuda_ptx.first() else { return Ok(()) };
     for &sm in &targets.cuda_sass {
         if sm.0 < floor.0 {
-            return Err(whole(format!(
-                "{what}.cuda_sass has {} below the PTX floor {}: a GPU of that sm would be handed PTX above its capability",
-                sm.sass(),
-                floor.ptx()
-            ))
-            .help(format!("lower {what}.cuda_ptx's first level to the lowest sm")));
+            return Err((
+                format!(
+                    "{what}.cuda_sass has {} below the PTX floor {}: a GPU of that sm would be handed PTX above its capability",
+                    sm.sass(),
+                    floor.ptx()
+                ),
+                format!("lower {what}.cuda_ptx's first level to the lowest sm"),
+            ));
         }
         if nvcc_builds(t, sm) {
             continue;
         }
         let ptxas = t.ptxas.as_ref().map(|p| format!("{} {}", p.package, p.version));
         if !ptxas_builds(t, sm) {
-            return Err(whole(format!(
-                "{what}.cuda_sass has {}, which neither {nvcc} nor {} can build",
-                sm.sass(),
-                ptxas.as_deref().unwrap_or("a ptxas (none is pinned: [toolchain].ptxas)")
-            ))
-            .help(format!("{} needs CUDA {}.{} or newer", sm.sass(), sm.row().since.0, sm.row().since.1)));
+            return Err((
+                format!(
+                    "{what}.cuda_sass has {}, which neither {nvcc} nor {} can build",
+                    sm.sass(),
+                    ptxas.as_deref().unwrap_or("a ptxas (none is pinned: [toolchain].ptxas)")
+                ),
+                format!("{} needs CUDA {}.{} or newer", sm.sass(), sm.row().since.0, sm.row().since.1),
+            ));
         }
     }
     Ok(())
 }
 
 /// The static library of set `set`: its objects come from one nvcc call
-/// each, so everything in them must be within the pinned nvcc's reach.
-pub(crate) fn check_lib(cx: &Ctx, set: &str, lib: &StaticLib, raw_lib: &LibTargets, t: &Toolchain) -> Result<(), PinError> {
+/// each, so everything in them must be within the pinned nvcc's reach. The
+/// error names the target's index: its `sass`, then its `ptx`.
+pub(crate) fn check_lib(set: &str, lib: &StaticLib, t: &Toolchain) -> Result<(), (usize, String, String)> {
     let nvcc = format!("{} {}", t.nvcc.package, t.nvcc.version);
-    for (raw, sm) in raw_lib.sass.iter().zip(&lib.sass).chain(raw_lib.ptx.iter().zip(&lib.ptx)) {
-        if !nvcc_builds(t, *sm) {
-            return Err(cx
-                .err(raw, format!("the static library's objects are built by nvcc alone ({nvcc}), which cannot compile for {}", raw.get_ref()))
-                .help(format!("drop it: a GPU beyond the pinned nvcc JIT-compiles the library's highest PTX level (sets.{set}.staticlib.ptx)")));
+    let written = lib.sass.iter().map(|sm| (*sm, sm.sass())).chain(lib.ptx.iter().map(|sm| (*sm, sm.ptx())));
+    for (i, (sm, name)) in written.enumerate() {
+        if !nvcc_builds(t, sm) {
+            return Err((
+                i,
+                format!("the static library's objects are built by nvcc alone ({nvcc}), which cannot compile for {name}"),
+                format!("drop it: a GPU beyond the pinned nvcc JIT-compiles the library's highest PTX level (sets.{set}.staticlib.ptx)"),
+            ));
         }
     }
     Ok(())

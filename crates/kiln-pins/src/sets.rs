@@ -7,7 +7,7 @@
 //! `--out` itself, its lock `artifacts.lock`, and its manifest names no set
 //! (docs/kernel-sets.md says why).
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, ops::Range};
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -15,7 +15,8 @@ use toml::Spanned;
 use crate::{
     arch::{Sm, Target},
     error::PinError,
-    raw::{check_sha256, check_wheel, unique, Ctx, LibTargets, RawWheelPin},
+    raw::{check_sha256, check_wheel, unique, Ctx, RawWheelPin},
+    set_check::{self, Fault, Field},
     Flags, Targets, WheelPin,
 };
 
@@ -234,44 +235,11 @@ impl KernelSet {
         self.inputs.iter().find(|i| i.name == name)
     }
 
-    /// The checks the pin file's sets get, for a set described in code:
-    /// names, include roots, and every target within a pinned compiler's reach.
+    /// The checks the pin file's sets get ([`crate::set_check`]), for a set
+    /// described in code: names, fields that agree, every target within a
+    /// pinned compiler's reach, its crate. The message names the set.
     pub fn check(&self, pins: &crate::Pins) -> Result<(), String> {
-        let fail = |m: String| Err(format!("set `{}`: {m}", self.name));
-        if !valid_name(&self.name) {
-            return fail("not a set name (lowercase letters, digits, `-` and `_`)".into());
-        }
-        for m in &self.modules {
-            check_module_name(m).or_else(fail)?;
-        }
-        if let Some(lib) = &self.staticlib {
-            check_lib_name(&lib.name).or_else(fail)?;
-            if lib.sources.is_empty() {
-                return fail(format!("static library `{}` has no sources", lib.name));
-            }
-        }
-        if self.modules.is_empty() && self.staticlib.is_none() {
-            return fail("it has neither modules nor a static library: nothing to build".into());
-        }
-        for inc in &self.include {
-            if let IncludeRoot::Input(n) = inc {
-                if self.input(n).is_none() {
-                    return fail(format!("include root `input:{n}` names no input of the set"));
-                }
-            }
-        }
-        // The same reach checks as the pin file's sets, without positions to name.
-        let cx = Ctx { file: &pins.file, text: "" };
-        let named = |e: PinError| format!("{}{}", e.message, e.help.map(|h| format!("\n  help: {h}")).unwrap_or_default());
-        crate::reach::check_targets(&cx, &self.targets, &pins.toolchain, &format!("set `{}`: targets", self.name)).map_err(named)?;
-        if let Some(lib) = &self.staticlib {
-            let raw = LibTargets {
-                sass: lib.sass.iter().map(|s| Spanned::new(0..0, s.sass())).collect(),
-                ptx: lib.ptx.iter().map(|s| Spanned::new(0..0, s.ptx())).collect(),
-            };
-            crate::reach::check_lib(&cx, &self.name, lib, &raw, &pins.toolchain).map_err(named)?;
-        }
-        Ok(())
+        set_check::check_set(self, &pins.toolchain).map_err(|f| f.plain())
     }
 }
 
@@ -292,7 +260,7 @@ pub(crate) fn check_module_name(m: &str) -> Result<(), String> {
     }
 }
 
-fn check_lib_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_lib_name(name: &str) -> Result<(), String> {
     if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         Ok(())
     } else {
@@ -392,7 +360,8 @@ struct RawArtifactCrate {
     cudart: Option<S<String>>,
 }
 
-/// The sets in file order, checked each on its own and against each other.
+/// The sets in file order, each read and checked on its own, then against
+/// each other ([`crate::set_check`]'s rules, placed at the pin file's lines).
 pub(crate) fn check_sets(
     cx: &Ctx,
     raw: BTreeMap<S<String>, S<RawSet>>,
@@ -406,116 +375,177 @@ pub(crate) fn check_sets(
     if raw.is_empty() {
         return Err(PinError::at(cx.file, cx.text, None, "the pin file has no kernel set ([sets.<name>])".into()).help("see docs/kernel-sets.md"));
     }
+    let global = Global { targets, flags, bounds: global_bounds };
     let mut sets: Vec<KernelSet> = Vec::new();
-    // Module and library names across sets: each names exactly one thing (`--module`, job labels, crates).
-    let mut owners: BTreeMap<String, String> = BTreeMap::new();
-    let mut crate_names: BTreeMap<String, String> = BTreeMap::new();
+    let mut spans: Vec<Spans> = Vec::new();
     for (i, (name, set)) in raw.into_iter().enumerate() {
         let set_name = name.get_ref().clone();
-        if !valid_name(&set_name) {
-            return Err(cx.err(&name, format!("`{set_name}` is not a set name (lowercase letters, digits, `-` and `_`)")));
-        }
-        let set_span = set.span();
-        let s = check_set(cx, &set_name, set.into_inner(), targets, flags, toolchain)?;
+        let (s, at) = read_set(cx, &name, set, &global)?;
+        set_check::check_set(&s, toolchain).map_err(|f| at.place(cx, f))?;
         if i == 0 && !s.default {
             return Err(PinError::at(
                 cx.file,
                 cx.text,
-                Some(set_span),
+                Some(at.set.clone()),
                 format!("set `{set_name}` is the pin file's first, its main set, which a plain dist must build: it cannot be `default = false`"),
             )
             .help("move another set first, or make this one a default set"));
         }
-        for m in s.module_names() {
-            if let Some(other) = owners.insert(m.clone(), set_name.clone()) {
-                return Err(PinError::at(
-                    cx.file,
-                    cx.text,
-                    Some(set_span),
-                    format!("module `{m}` of set `{set_name}` is also a module of set `{other}`"),
-                )
-                .help("module and static-library names are unique across sets (`--module`, job labels and crates name them): rename one"));
-            }
-        }
-        if let Some(c) = &s.artifact_crate {
-            if let Some(other) = crate_names.insert(c.name.clone(), set_name.clone()) {
-                return Err(PinError::at(
-                    cx.file,
-                    cx.text,
-                    Some(set_span),
-                    format!("set `{set_name}` packages crate `{}`, as set `{other}` does", c.name),
-                ));
-            }
-        }
         sets.push(s);
+        spans.push(at);
     }
-    for s in &sets {
-        if let Some(cudart) = s.artifact_crate.as_ref().and_then(|c| c.cudart.as_ref()) {
-            match sets.iter().find(|o| &o.name == cudart) {
-                Some(o) if o.artifact_crate.as_ref().is_some_and(|c| c.api == CrateApi::Kiln) && o.staticlib.is_some() => {}
-                _ => {
-                    return Err(PinError::at(
-                        cx.file,
-                        cx.text,
-                        None,
-                        format!("set `{}`: crate.cudart = `{cudart}` names no set whose crates carry a CUDA runtime (a set with a static library and kiln's crate API)", s.name),
-                    ))
-                }
-            }
-        }
-    }
+    set_check::check_together(&sets).map_err(|f| {
+        let i = sets.iter().position(|s| s.name == f.set).expect("a fault names one of the sets");
+        spans[i].place(cx, f)
+    })?;
     for (module, bound) in global_bounds {
         if !sets.iter().any(|s| s.modules.contains(module.get_ref())) {
             return Err(cx.err(module, format!("`{}` is not a module of any set", module.get_ref())));
         }
-        let n = *bound.get_ref();
-        if !(1..=1024).contains(&n) {
-            return Err(cx.err(bound, format!("a launch bound of {n} threads is outside 1..=1024")));
-        }
+        set_check::launch_bound(*bound.get_ref()).map_err(|m| cx.err(bound, m))?;
     }
     Ok(sets)
 }
 
-fn check_set(
-    cx: &Ctx,
-    name: &str,
-    raw: RawSet,
-    global_targets: &Targets,
-    global_flags: &Flags,
-    toolchain: &crate::Toolchain,
-) -> Result<KernelSet, PinError> {
-    let at = |what: &str| format!("sets.{name}.{what}");
+/// The pin file's `[targets]`, `[flags]` and launch bounds, which a set's own replace.
+struct Global<'a> {
+    targets: &'a Targets,
+    flags: &'a Flags,
+    bounds: &'a BTreeMap<S<String>, S<u32>>,
+}
+
+/// Where each field of one set is in the pin file, to place a [`Fault`] at.
+struct Spans {
+    set: Range<usize>,
+    name: Range<usize>,
+    source: Range<usize>,
+    modules: Vec<Range<usize>>,
+    include: Vec<Range<usize>>,
+    /// Each module's launch bound: the set's own, else the pin file's.
+    bounds: BTreeMap<String, Range<usize>>,
+    lib_name: Option<Range<usize>>,
+    lib_sources: Option<Range<usize>>,
+    /// The static library's `sass`, then its `ptx`.
+    lib_targets: Vec<Range<usize>>,
+    crate_name: Option<Range<usize>>,
+}
+
+impl Spans {
+    fn place(&self, cx: &Ctx, f: Fault) -> PinError {
+        let span = match &f.field {
+            Field::Name => Some(self.name.clone()),
+            Field::Set => Some(self.set.clone()),
+            Field::Source => Some(self.source.clone()),
+            Field::Targets | Field::Cudart => None,
+            Field::Module(i) => self.modules.get(*i).cloned(),
+            Field::Include(i) => self.include.get(*i).cloned(),
+            Field::Bound(m) => self.bounds.get(m).cloned(),
+            Field::LibName => self.lib_name.clone(),
+            Field::LibSources => self.lib_sources.clone(),
+            Field::LibTarget(i) => self.lib_targets.get(*i).cloned(),
+            Field::Crate => self.crate_name.clone(),
+        };
+        let e = PinError::at(cx.file, cx.text, span, f.message);
+        match f.help {
+            Some(h) => e.help(h),
+            None => e,
+        }
+    }
+}
+
+/// One `[sets.<name>]` table read into a [`KernelSet`] (what its values
+/// say, each parsed where it is written), with where each field is.
+fn read_set(cx: &Ctx, name: &S<String>, set: S<RawSet>, global: &Global) -> Result<(KernelSet, Spans), PinError> {
+    let set_span = set.span();
+    let raw = set.into_inner();
+    let name_str = name.get_ref().as_str();
+    let at = |what: &str| format!("sets.{name_str}.{what}");
     let source_span = raw.source.span();
-    let src = raw.source.into_inner();
-    let source = match (src.crate_name, src.version, src.sha256, src.path) {
-        (Some(crate_name), Some(version), Some(sha256), None) => Source::Crate { name: crate_name, version, sha256: check_sha256(cx, &sha256)? },
+    let source = read_source(cx, raw.source, &at("source"))?;
+    let modules =
+        if raw.modules.is_empty() { Vec::new() } else { unique(cx, &raw.modules, &at("modules"), |m| check_module_name(m).map(|()| m.to_string()))? };
+    let inputs = read_inputs(cx, raw.inputs, &at("inputs"))?;
+    let mut include = Vec::new();
+    for inc in &raw.include {
+        let root = IncludeRoot::parse(inc.get_ref()).map_err(|m| cx.err(inc, format!("{m} (in {})", at("include"))))?;
+        if include.contains(&root) {
+            return Err(cx.err(inc, format!("`{}` is listed twice in {}", inc.get_ref(), at("include"))));
+        }
+        include.push(root);
+    }
+    let targets = match &raw.targets {
+        None => global.targets.clone(),
+        Some(t) => crate::raw::check_targets_of(
+            cx,
+            t.hip.as_ref(),
+            t.code_object_version.as_ref(),
+            t.cuda_ptx.as_ref(),
+            t.cuda_sass.as_ref(),
+            Some(global.targets),
+            &at("targets"),
+        )?,
+    };
+    let (flags, bounds) = read_flags(cx, raw.flags, &modules, global, &at("modules"))?;
+    let (staticlib, lib_spans) = match raw.staticlib {
+        None => (None, None),
+        Some(lib) => {
+            let (lib, spans) = read_staticlib(cx, lib.into_inner(), &at)?;
+            (Some(lib), Some(spans))
+        }
+    };
+    let (artifact_crate, crate_name) = match raw.artifact_crate {
+        None => (None, None),
+        Some(c) => {
+            let span = c.name.span();
+            (Some(read_crate(cx, c, &at("crate.revision"))?), Some(span))
+        }
+    };
+    let (lib_name, lib_sources, lib_targets) = lib_spans.unwrap_or_default();
+    let spans = Spans {
+        set: set_span,
+        name: name.span(),
+        source: source_span,
+        modules: raw.modules.iter().map(|m| m.span()).collect(),
+        include: raw.include.iter().map(|i| i.span()).collect(),
+        bounds,
+        lib_name,
+        lib_sources,
+        lib_targets,
+        crate_name,
+    };
+    let default = raw.default.is_none_or(|d| *d.get_ref());
+    let set = KernelSet { name: name_str.to_string(), default, source, modules, staticlib, include, inputs, targets, flags, artifact_crate };
+    Ok((set, spans))
+}
+
+fn read_source(cx: &Ctx, raw: S<RawSource>, what: &str) -> Result<Source, PinError> {
+    let span = raw.span();
+    let src = raw.into_inner();
+    match (src.crate_name, src.version, src.sha256, src.path) {
+        (Some(crate_name), Some(version), Some(sha256), None) => Ok(Source::Crate { name: crate_name, version, sha256: check_sha256(cx, &sha256)? }),
         (None, None, None, Some(path)) => {
             if !relative_path(path.get_ref()) {
                 return Err(cx.err(&path, format!("`{}` is not a folder relative to the pin file's folder", path.get_ref())));
             }
-            Source::Folder { path: path.into_inner() }
+            Ok(Source::Folder { path: path.into_inner() })
         }
         _ => {
-            return Err(PinError::at(
-                cx.file,
-                cx.text,
-                Some(source_span),
-                format!("{} is neither a crate (`crate`, `version`, `sha256`) nor a folder (`path`)", at("source")),
-            )
-            .help("see docs/kernel-sets.md"))
+            Err(PinError::at(cx.file, cx.text, Some(span), format!("{what} is neither a crate (`crate`, `version`, `sha256`) nor a folder (`path`)"))
+                .help("see docs/kernel-sets.md"))
         }
-    };
-    let modules =
-        if raw.modules.is_empty() { Vec::new() } else { unique(cx, &raw.modules, &at("modules"), |m| check_module_name(m).map(|()| m.to_string()))? };
+    }
+}
 
+/// `[sets.<name>.inputs]`: `what` is `sets.<name>.inputs`.
+fn read_inputs(cx: &Ctx, raw: BTreeMap<S<String>, S<RawInput>>, what: &str) -> Result<Vec<TreeInput>, PinError> {
     let mut inputs = Vec::new();
-    for (input_name, input) in raw.inputs {
+    for (input_name, input) in raw {
         if !valid_name(input_name.get_ref()) {
             return Err(cx.err(&input_name, format!("`{}` is not an input name", input_name.get_ref())));
         }
         let input = input.into_inner();
         let raw_wheel = RawWheelPin { pypi: input.pypi, version: input.version, url: input.url, sha256: input.sha256 };
-        let wheel = check_wheel(cx, raw_wheel, &at(&format!("inputs.{}", input_name.get_ref())))?;
+        let wheel = check_wheel(cx, raw_wheel, &format!("{what}.{}", input_name.get_ref()))?;
         if !relative_path(input.tree.get_ref()) {
             return Err(cx.err(&input.tree, format!("`{}` is not a folder inside the wheel", input.tree.get_ref())));
         }
@@ -535,150 +565,87 @@ fn check_set(
         };
         inputs.push(TreeInput { name: input_name.into_inner(), wheel, tree: input.tree.into_inner().trim_end_matches('/').to_string(), license });
     }
-    let mut include = Vec::new();
-    for inc in &raw.include {
-        let root = IncludeRoot::parse(inc.get_ref()).map_err(|m| cx.err(inc, format!("{m} (in {})", at("include"))))?;
-        if let IncludeRoot::Input(n) = &root {
-            if !inputs.iter().any(|i| &i.name == n) {
-                return Err(cx.err(inc, format!("{} names input `{n}`, which [sets.{name}.inputs] does not have", at("include"))));
-            }
-        }
-        if include.contains(&root) {
-            return Err(cx.err(inc, format!("`{}` is listed twice in {}", inc.get_ref(), at("include"))));
-        }
-        include.push(root);
-    }
+    Ok(inputs)
+}
 
-    let (targets, overridden) = match &raw.targets {
-        None => (global_targets.clone(), false),
-        Some(t) => (
-            crate::raw::check_targets_of(
-                cx,
-                t.hip.as_ref(),
-                t.code_object_version.as_ref(),
-                t.cuda_ptx.as_ref(),
-                t.cuda_sass.as_ref(),
-                Some(global_targets),
-                &at("targets"),
-            )?,
-            true,
-        ),
-    };
-    if overridden {
-        crate::reach::check_targets(cx, &targets, toolchain, &at("targets"))?;
-    }
-    let flags = match raw.flags {
-        None => global_flags.clone(),
-        Some(f) => {
-            let mut bounds = global_flags.hip_max_threads_per_block.clone();
-            if let Some(b) = f.hip_max_threads_per_block {
-                bounds.clear();
-                for (module, bound) in b {
-                    if !modules.contains(module.get_ref()) {
-                        return Err(cx.err(&module, format!("`{}` is not one of {}", module.get_ref(), at("modules"))));
-                    }
-                    let n = *bound.get_ref();
-                    if !(1..=1024).contains(&n) {
-                        return Err(cx.err(&bound, format!("a launch bound of {n} threads is outside 1..=1024")));
-                    }
-                    bounds.insert(module.into_inner(), n);
+/// The set's flags (each key given replaces the pin file's) and where each
+/// module's launch bound is written; `modules_key` is `sets.<name>.modules`.
+fn read_flags(
+    cx: &Ctx,
+    raw: Option<RawSetFlags>,
+    modules: &[String],
+    global: &Global,
+    modules_key: &str,
+) -> Result<(Flags, BTreeMap<String, Range<usize>>), PinError> {
+    let global_spans = || global.bounds.iter().map(|(m, b)| (m.get_ref().clone(), b.span())).collect();
+    let Some(f) = raw else { return Ok((global.flags.clone(), global_spans())) };
+    let (bounds, spans) = match f.hip_max_threads_per_block {
+        None => (global.flags.hip_max_threads_per_block.clone(), global_spans()),
+        Some(b) => {
+            let (mut bounds, mut spans) = (BTreeMap::new(), BTreeMap::new());
+            for (module, bound) in b {
+                if !modules.contains(module.get_ref()) {
+                    return Err(cx.err(&module, format!("`{}` is not one of {modules_key}", module.get_ref())));
                 }
+                spans.insert(module.get_ref().clone(), bound.span());
+                bounds.insert(module.into_inner(), bound.into_inner());
             }
-            Flags {
-                cuda: f.cuda.unwrap_or_else(|| global_flags.cuda.clone()),
-                cuda_staticlib: f.cuda_staticlib.unwrap_or_else(|| global_flags.cuda_staticlib.clone()),
-                hip: f.hip.unwrap_or_else(|| global_flags.hip.clone()),
-                hip_force_include: match &f.hip_force_include {
-                    Some(h) => crate::raw::check_hip_headers(cx, h)?,
-                    None => global_flags.hip_force_include.clone(),
-                },
-                hip_max_threads_per_block: bounds,
-            }
+            (bounds, spans)
         }
     };
+    let flags = Flags {
+        cuda: f.cuda.unwrap_or_else(|| global.flags.cuda.clone()),
+        cuda_staticlib: f.cuda_staticlib.unwrap_or_else(|| global.flags.cuda_staticlib.clone()),
+        hip: f.hip.unwrap_or_else(|| global.flags.hip.clone()),
+        hip_force_include: match &f.hip_force_include {
+            Some(h) => crate::raw::check_hip_headers(cx, h)?,
+            None => global.flags.hip_force_include.clone(),
+        },
+        hip_max_threads_per_block: bounds,
+    };
+    Ok((flags, spans))
+}
 
-    let staticlib = match raw.staticlib {
+/// Where the static library's name, sources and targets (`sass`, then `ptx`) are.
+type LibSpans = (Option<Range<usize>>, Option<Range<usize>>, Vec<Range<usize>>);
+
+fn read_staticlib(cx: &Ctx, lib: RawStaticLib, at: &dyn Fn(&str) -> String) -> Result<(StaticLib, LibSpans), PinError> {
+    let sources = unique(cx, &lib.sources, &at("staticlib.sources"), |s| {
+        if s.ends_with(".cu") && relative_path(s) {
+            Ok(s.to_string())
+        } else {
+            Err(format!("`{s}` is not a .cu path inside the set's source"))
+        }
+    })?;
+    let sass = unique(cx, &lib.sass, &at("staticlib.sass"), |s| Sm::parse_prefixed(s, "sm_"))?;
+    let ptx = if lib.ptx.is_empty() { Vec::new() } else { unique(cx, &lib.ptx, &at("staticlib.ptx"), |s| Sm::parse_prefixed(s, "compute_"))? };
+    let ffi = match lib.ffi {
+        Some(f) if f.get_ref().ends_with(".rs") && relative_path(f.get_ref()) => Some(f.into_inner()),
+        Some(f) => return Err(cx.err(&f, format!("`{}` is not a .rs path inside the set's source", f.get_ref()))),
         None => None,
-        Some(lib) => {
-            let lib = lib.into_inner();
-            let sources = unique(cx, &lib.sources, &at("staticlib.sources"), |s| {
-                if s.ends_with(".cu") && relative_path(s) {
-                    Ok(s.to_string())
-                } else {
-                    Err(format!("`{s}` is not a .cu path inside the set's source"))
-                }
-            })?;
-            check_lib_name(lib.name.get_ref()).map_err(|m| cx.err(&lib.name, m))?;
-            let sass = unique(cx, &lib.sass, &at("staticlib.sass"), |s| Sm::parse_prefixed(s, "sm_"))?;
-            let ptx =
-                if lib.ptx.is_empty() { Vec::new() } else { unique(cx, &lib.ptx, &at("staticlib.ptx"), |s| Sm::parse_prefixed(s, "compute_"))? };
-            let ffi = match lib.ffi {
-                Some(f) if f.get_ref().ends_with(".rs") && relative_path(f.get_ref()) => Some(f.into_inner()),
-                Some(f) => return Err(cx.err(&f, format!("`{}` is not a .rs path inside the set's source", f.get_ref()))),
-                None => None,
-            };
-            let mut force_include = Vec::new();
-            for h in &lib.force_include {
-                if !relative_path(h.get_ref()) {
-                    return Err(cx.err(h, format!("`{}` is not a header of kiln's kernels/cuda", h.get_ref())));
-                }
-                force_include.push(h.get_ref().clone());
-            }
-            let typed = StaticLib { name: lib.name.into_inner(), sources, sass, ptx, ffi, force_include };
-            crate::reach::check_lib(cx, name, &typed, &LibTargets { sass: lib.sass, ptx: lib.ptx }, toolchain)?;
-            Some(typed)
-        }
     };
-    if modules.is_empty() && staticlib.is_none() {
-        return Err(PinError::at(
-            cx.file,
-            cx.text,
-            Some(source_span),
-            format!("set `{name}` has neither modules nor a static library: nothing to build"),
-        ));
+    let mut force_include = Vec::new();
+    for h in &lib.force_include {
+        if !relative_path(h.get_ref()) {
+            return Err(cx.err(h, format!("`{}` is not a header of kiln's kernels/cuda", h.get_ref())));
+        }
+        force_include.push(h.get_ref().clone());
     }
+    let sources_span = lib.sources.first().map(|s| s.span());
+    let targets = lib.sass.iter().chain(&lib.ptx).map(|s| s.span()).collect();
+    let spans = (Some(lib.name.span()), sources_span, targets);
+    Ok((StaticLib { name: lib.name.into_inner(), sources, sass, ptx, ffi, force_include }, spans))
+}
 
-    let artifact_crate = match raw.artifact_crate {
-        None => None,
-        Some(c) => {
-            let crate_name = c.name.get_ref();
-            if crate_name.is_empty()
-                || !crate_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                || crate_name.starts_with('-')
-            {
-                return Err(cx.err(&c.name, format!("`{crate_name}` is not a crate name (lowercase letters, digits and `-`)")));
-            }
-            if *c.revision.get_ref() == 0 {
-                return Err(cx.err(&c.revision, format!("{} starts at 1", at("crate.revision"))));
-            }
-            let api = match c.api.as_ref().map(|a| a.get_ref().as_str()) {
-                None | Some("kiln") => CrateApi::Kiln,
-                Some("upstream") => CrateApi::Upstream,
-                Some(other) => return Err(cx.err(c.api.as_ref().unwrap(), format!("crate.api `{other}` is neither `kiln` nor `upstream`"))),
-            };
-            if !matches!(source, Source::Crate { .. }) {
-                return Err(
-                    cx.err(&c.name, format!("set `{name}` packages crates, which carry the source crate's version: its source must be a crate"))
-                );
-            }
-            if api == CrateApi::Upstream && staticlib.as_ref().is_none_or(|l| l.ffi.is_none()) {
-                return Err(cx.err(
-                    &c.name,
-                    format!(
-                        "set `{name}`: crate.api = \"upstream\" links a static library that defines the source's ffi: give {}",
-                        at("staticlib.ffi")
-                    ),
-                ));
-            }
-            if api == CrateApi::Kiln && staticlib.is_none() {
-                return Err(cx.err(
-                    &c.name,
-                    format!("set `{name}`: kiln's crate API carries the static library's `ffi` module; the set has no static library"),
-                ));
-            }
-            Some(ArtifactCrate { name: crate_name.clone(), revision: *c.revision.get_ref(), api, cudart: c.cudart.map(|s| s.into_inner()) })
-        }
+/// `[sets.<name>.crate]`: `revision_key` is `sets.<name>.crate.revision`.
+fn read_crate(cx: &Ctx, c: RawArtifactCrate, revision_key: &str) -> Result<ArtifactCrate, PinError> {
+    if *c.revision.get_ref() == 0 {
+        return Err(cx.err(&c.revision, format!("{revision_key} starts at 1")));
+    }
+    let api = match c.api.as_ref().map(|a| a.get_ref().as_str()) {
+        None | Some("kiln") => CrateApi::Kiln,
+        Some("upstream") => CrateApi::Upstream,
+        Some(other) => return Err(cx.err(c.api.as_ref().unwrap(), format!("crate.api `{other}` is neither `kiln` nor `upstream`"))),
     };
-    let default = raw.default.is_none_or(|d| *d.get_ref());
-    Ok(KernelSet { name: name.to_string(), default, source, modules, staticlib, include, inputs, targets, flags, artifact_crate })
+    Ok(ArtifactCrate { name: c.name.into_inner(), revision: c.revision.into_inner(), api, cudart: c.cudart.map(|s| s.into_inner()) })
 }

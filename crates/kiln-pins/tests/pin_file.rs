@@ -233,3 +233,28 @@ fn hip_forced_headers_come_from_the_flags_and_stay_inside_kernels_hip() {
     let e = broken(&format!("{line}\n"), "");
     assert!(e.message.contains("hip_force_include"), "{e}");
 }
+
+#[test]
+fn a_set_described_in_code_is_held_to_the_pin_files_rules_in_the_same_words() {
+    let (path, _) = real();
+    let pins = Pins::load(&path).unwrap();
+    // crate.cudart must name a set whose crates carry a CUDA runtime (kiln's crate API and a
+    // static library): one rule, refused in the same words by the pin file and by code.
+    let words = "crate.cudart = `flash-attn` names no set whose crates carry a CUDA runtime";
+    let file = broken("cudart = \"candle\"", "cudart = \"flash-attn\"");
+    assert!(file.message.contains(words), "{file}");
+    let mut sets = pins.sets.clone();
+    let fa = sets.iter_mut().find(|s| s.name == "flash-attn").unwrap();
+    fa.artifact_crate.as_mut().unwrap().cudart = Some("flash-attn".into());
+    let code = kiln_pins::check_sets(&pins, &sets).unwrap_err();
+    assert!(code.contains(words), "{code}");
+    // A launch bound out of range: at its line in the pin file, naming the set in code.
+    let file = broken("quantized = 256", "quantized = 2048");
+    assert!(file.message.contains("a launch bound of 2048 threads is outside 1..=1024"), "{file}");
+    assert_eq!(file.line, line_of("quantized = 256"), "{file}");
+    let mut bad = pins.main_set().clone();
+    bad.flags.hip_max_threads_per_block.insert("quantized".into(), 2048);
+    let e = bad.check(&pins).unwrap_err();
+    assert!(e.contains("set `candle`") && e.contains("a launch bound of 2048 threads is outside 1..=1024"), "{e}");
+    assert!(kiln_pins::check_sets(&pins, &pins.sets).is_ok(), "the pin file's own sets keep the rules");
+}

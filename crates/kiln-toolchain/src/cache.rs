@@ -12,6 +12,22 @@ use anyhow::{Context, Result};
 /// The environment variable that moves the cache.
 pub const ENV: &str = "KILN_CACHE_DIR";
 
+/// The cache's folders, relative to its root (`cargo xtask cache` names them so).
+pub const DEBS: &str = "debs";
+pub const WHEELS: &str = "wheels";
+pub const TOOLS: &str = "tools";
+pub const TOOLCHAINS: &str = "toolchains";
+pub const SOURCES: &str = "sources";
+pub const OBJECTS: &str = "objects";
+/// Packaged crate sets, one folder per key, among the objects.
+pub const PACKAGES: &str = "objects/packages";
+pub const TMP: &str = "tmp";
+
+/// The file a downloaded package is kept in: named by its sha256.
+pub fn deb_file(sha256: &str) -> String {
+    format!("{sha256}.deb")
+}
+
 /// The cache root: `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`;
 /// optionally backed by a remote cache that many machines share ([`crate::remote`]).
 #[derive(Clone, Debug)]
@@ -55,31 +71,35 @@ impl Cache {
     }
     /// Downloaded packages, named by their sha256.
     pub fn debs(&self) -> PathBuf {
-        self.root.join("debs")
+        self.root.join(DEBS)
     }
     /// Downloaded wheels (PyPI), named by their sha256.
     pub fn wheels(&self) -> PathBuf {
-        self.root.join("wheels")
+        self.root.join(WHEELS)
     }
     /// Files taken out of wheels (`<name>-<wheel sha256 prefix>/`).
     pub fn tools(&self) -> PathBuf {
-        self.root.join("tools")
+        self.root.join(TOOLS)
     }
     /// Unpacked toolchains, one folder per toolchain identity.
     pub fn toolchains(&self) -> PathBuf {
-        self.root.join("toolchains")
+        self.root.join(TOOLCHAINS)
     }
     /// Unpacked kernel source crates.
     pub fn sources(&self) -> PathBuf {
-        self.root.join("sources")
+        self.root.join(SOURCES)
     }
     /// Compiled artifacts, by cache key.
     pub fn objects(&self) -> PathBuf {
-        self.root.join("objects")
+        self.root.join(OBJECTS)
+    }
+    /// Packaged crate sets ([`PACKAGES`]).
+    pub fn packages(&self) -> PathBuf {
+        self.root.join(PACKAGES)
     }
     /// Scratch space; everything here is disposable.
     pub fn tmp(&self) -> PathBuf {
-        self.root.join("tmp")
+        self.root.join(TMP)
     }
 
     /// A fresh, empty scratch folder that no other process is using.

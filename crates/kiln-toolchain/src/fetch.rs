@@ -83,7 +83,7 @@ pub fn download_verified(sh: &Shell, url: &str, sha256: &str, what: &str, dest: 
 pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Result<PathBuf> {
     let dir = cache.debs();
     fs::create_dir_all(&dir)?;
-    let dest = dir.join(format!("{}.deb", deb.sha256));
+    let dest = dir.join(crate::cache::deb_file(&deb.sha256));
     let what = format!("{} {} ({})", deb.name, deb.version, deb.file_name());
     // Checked before every use, not only when downloaded: a damaged but
     // well-formed package would otherwise be unpacked into the toolchain.

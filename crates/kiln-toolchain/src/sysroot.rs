@@ -29,8 +29,22 @@ use crate::{
 pub const ENV: &str = "KILN_SYSROOT";
 /// The record a sysroot carries of what it was made from.
 pub const RECORD: &str = ".kiln/sysroot.json";
-/// Folders the sandbox mounts kiln's inputs and outputs on.
-pub const MOUNT_POINTS: &[&str] = &["kiln/src", "kiln/hip", "kiln/kernels", "kiln/job"];
+/// Where the sandbox sees a kernel set's sources.
+pub const SRC_DIR: &str = "/kiln/src";
+/// Where the sandbox sees kiln's HIP shims.
+pub const HIP_DIR: &str = "/kiln/hip";
+/// Where the sandbox sees kiln's CUDA headers.
+pub const KERNELS_DIR: &str = "/kiln/kernels";
+/// A job's own folder in the sandbox: its working directory, where its
+/// inputs are copied and its output is written.
+pub const JOB_DIR: &str = "/kiln/job";
+/// Folders the sandbox mounts kiln's inputs and outputs on, relative to `/`.
+pub const MOUNT_POINTS: &[&str] = &[relative(SRC_DIR), relative(HIP_DIR), relative(KERNELS_DIR), relative(JOB_DIR)];
+
+/// `/kiln/job` as `kiln/job`.
+const fn relative(path: &str) -> &str {
+    path.split_at(1).1
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
