@@ -9,37 +9,16 @@ use kiln_toolchain::sysroot::JOB_DIR;
 
 use crate::{
     job::{Arch, Job, JobKind},
-    plan::{Plan, SourceFile},
+    plan::{Output, Plan, SourceFile},
 };
 
-/// What one nvcc call makes: for which arch, what kind, into which file.
-struct Output {
-    arch: Arch,
-    kind: JobKind,
-    name: String,
-}
-
 fn nvcc_job(plan: &Plan, module: &str, out: Output, mode: &[&str], flags: &[String], file: &SourceFile, gencodes: Vec<String>) -> Result<Job> {
-    let Output { arch, kind, name: output } = out;
     let mut argv = vec!["nvcc".to_string()];
     argv.extend(gencodes);
     argv.extend(mode.iter().map(|s| s.to_string()));
     argv.extend(flags.iter().cloned());
     argv.extend(plan.include_flags());
-    argv.extend(["-o".into(), format!("{JOB_DIR}/{output}"), file.input.at.clone()]);
-    let inputs = plan.scan(file, false)?;
-    Ok(Job {
-        set: plan.set.name.clone(),
-        module: module.into(),
-        arch,
-        kind,
-        argv,
-        output,
-        cost: plan.cost(&inputs),
-        inputs,
-        staged: Vec::new(),
-        mounts: plan.mounts(),
-    })
+    plan.compile_job(module, out, argv, file, false)
 }
 
 fn gencode(virt: Sm, real: &str) -> String {

@@ -7,11 +7,10 @@
 use anyhow::Result;
 use kiln_manifest::Kind;
 use kiln_pins::{HipArch, Pins, Target};
-use kiln_toolchain::sysroot::JOB_DIR;
 
 use crate::{
     job::{Arch, Job, JobKind},
-    plan::{Plan, SourceFile},
+    plan::{Output, Plan, SourceFile},
 };
 
 /// The `__CUDA_ARCH__` (divided by 10) that the pinned HIP shims define for
@@ -45,20 +44,8 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
     for header in &plan.set.flags.hip_force_include {
         argv.extend(["-include".into(), header.clone()]);
     }
-    argv.extend(["-o".into(), format!("{JOB_DIR}/{output}"), file.input.at.clone()]);
-    let inputs = plan.scan(file, true)?;
-    Ok(Job {
-        set: plan.set.name.clone(),
-        module: module.into(),
-        arch: Arch::One(Target::Hip(arch.clone())),
-        kind: JobKind::Artifact(Kind::Hsaco),
-        argv,
-        output,
-        cost: plan.cost(&inputs),
-        inputs,
-        staged: Vec::new(),
-        mounts: plan.mounts(),
-    })
+    let out = Output { arch: Arch::One(Target::Hip(arch.clone())), kind: JobKind::Artifact(Kind::Hsaco), name: output };
+    plan.compile_job(module, out, argv, file, true)
 }
 
 #[cfg(test)]

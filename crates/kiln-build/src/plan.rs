@@ -5,15 +5,23 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use kiln_pins::{IncludeRoot, KernelSet, Pins, SassBy, Sm, Target};
 use kiln_toolchain::{
-    sysroot::{HIP_DIR, KERNELS_DIR, SRC_DIR},
+    sysroot::{HIP_DIR, JOB_DIR, KERNELS_DIR, SRC_DIR},
     Mount,
 };
 
 use crate::{
     cuda, hip,
-    job::Job,
+    job::{Arch, Job, JobKind},
     scan::{self, Input, Tree},
 };
+
+/// What one compiler call makes: for which arch, what kind, into which file
+/// (in the job's folder).
+pub struct Output {
+    pub arch: Arch,
+    pub kind: JobKind,
+    pub name: String,
+}
 
 /// One kernel set's build: its trees (sources at `/kiln/src`, kiln's HIP
 /// shims at `/kiln/hip`, kiln's CUDA headers at `/kiln/kernels`, pinned input
@@ -166,6 +174,27 @@ impl Plan {
     }
 
     /// Bytes of source read: a fair guess at how long a compile takes.
+    /// The job that runs `argv` (the compiler and its flags) on `file` into
+    /// `out`: `-o` and the source are appended, its inputs scanned (with the
+    /// HIP shims for `hip`), its cost and mounts this plan's.
+    pub fn compile_job(&self, module: &str, out: Output, mut argv: Vec<String>, file: &SourceFile, hip: bool) -> Result<Job> {
+        let Output { arch, kind, name: output } = out;
+        argv.extend(["-o".into(), format!("{JOB_DIR}/{output}"), file.input.at.clone()]);
+        let inputs = self.scan(file, hip)?;
+        Ok(Job {
+            set: self.set.name.clone(),
+            module: module.into(),
+            arch,
+            kind,
+            argv,
+            output,
+            cost: self.cost(&inputs),
+            inputs,
+            staged: Vec::new(),
+            mounts: self.mounts(),
+        })
+    }
+
     pub fn cost(&self, inputs: &[Input]) -> u64 {
         inputs.iter().map(|i| std::fs::metadata(&i.host).map_or(0, |m| m.len())).sum()
     }

@@ -189,10 +189,12 @@ impl Kind {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sample() -> Manifest {
+    /// A manifest of candle-kernels 0.11.1 with `targets` and `artifacts`
+    /// (the other modules' tests build theirs on it).
+    pub(crate) fn manifest_of(targets: Targets, artifacts: Vec<Artifact>) -> Manifest {
         Manifest {
             schema: SCHEMA,
             kiln: "0.1.0".into(),
@@ -204,13 +206,15 @@ mod tests {
                 packages: BTreeMap::new(),
                 reported: BTreeMap::new(),
             },
-            targets: Targets {
-                hip: vec!["gfx90a".into()],
-                code_object_version: 5,
-                cuda_ptx: vec!["compute_80".into()],
-                cuda_sass: vec!["sm_90".into()],
-            },
-            artifacts: vec![Artifact {
+            targets,
+            artifacts,
+        }
+    }
+
+    fn sample() -> Manifest {
+        manifest_of(
+            Targets { hip: vec!["gfx90a".into()], code_object_version: 5, cuda_ptx: vec!["compute_80".into()], cuda_sass: vec!["sm_90".into()] },
+            vec![Artifact {
                 module: "affine".into(),
                 backend: Backend::Cuda,
                 arch: "compute_80".into(),
@@ -222,7 +226,7 @@ mod tests {
                 ptx_version: Some("8.4".into()),
                 resources: vec![],
             }],
-        }
+        )
     }
 
     #[test]

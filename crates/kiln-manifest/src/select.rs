@@ -371,8 +371,7 @@ fn pick(artifact: &Artifact, matched: Match) -> Selection<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Source, Targets, Toolchain, SCHEMA};
-    use std::collections::BTreeMap;
+    use crate::Targets;
 
     fn art(module: &str, kind: Kind, arch: &str) -> Artifact {
         let backend = if kind == Kind::Hsaco { Backend::Hip } else { Backend::Cuda };
@@ -391,20 +390,7 @@ mod tests {
     }
 
     fn manifest(artifacts: Vec<Artifact>) -> Manifest {
-        Manifest {
-            schema: SCHEMA,
-            kiln: "0.1.0".into(),
-            source: Source { crate_name: "candle-kernels".into(), version: "0.11.1".into(), sha256: "ab".repeat(32) },
-            toolchain: Toolchain {
-                identity: "cd".repeat(32),
-                distribution: "debian".into(),
-                suite: "trixie".into(),
-                packages: BTreeMap::new(),
-                reported: BTreeMap::new(),
-            },
-            targets: Targets { hip: vec![], code_object_version: 5, cuda_ptx: vec![], cuda_sass: vec![] },
-            artifacts,
-        }
+        crate::tests::manifest_of(Targets { hip: vec![], code_object_version: 5, cuda_ptx: vec![], cuda_sass: vec![] }, artifacts)
     }
 
     /// What `cargo xtask dist` builds by default, for one module.
