@@ -1,37 +1,23 @@
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
-use kiln_dist::{costs::Costs, lock::Lock, Builder, Dist, LockMode, SetManifest};
+use anyhow::Result;
+use kiln_dist::{lock::Lock, Builder, Dist, LockMode};
 use kiln_toolchain::remote;
 
 use crate::flags;
 
-fn workers(jobs: Option<usize>) -> usize {
+pub(crate) fn workers(jobs: Option<usize>) -> usize {
     jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
 /// The remote cache the flags and the environment name, if any.
-fn remote_config(r: &flags::Remote) -> Result<Option<remote::Config>> {
-    let mut config = match &r.url {
-        Some(url) => {
-            let mut c = remote::Config::new(url)?;
-            c.apply_env()?;
-            Some(c)
-        }
-        None => remote::Config::from_env()?,
-    };
-    if r.read_only {
-        match &mut config {
-            Some(c) => c.read_only = true,
-            None => bail!("--remote-cache-read-only needs a remote cache: --remote-cache URL or {}", remote::URL_ENV),
-        }
-    }
-    Ok(config)
+pub(crate) fn remote_config(r: &flags::Remote) -> Result<Option<remote::Config>> {
+    remote::Config::resolve(r.url.as_deref(), r.read_only)
 }
 
 pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
     if let Some(flags::DistCommand::Merge(m)) = f.command {
-        return merge(pins_path, m);
+        return crate::merge::run(pins_path, m);
     }
     let pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
@@ -80,12 +66,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
     let dist = builder.build(&|l| crate::say(l))?;
     report(&dist, lock)?;
     if f.update_costs {
-        let mut costs = Costs::load(&costs_path)?;
-        let measured: Vec<(String, f64)> = dist.compiled.iter().filter_map(|(l, s)| s.map(|s| (l.clone(), s))).collect();
-        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-        let note = format!("seconds per job as each cache entry recorded them; written with -j {} on a {cores}-core machine", workers(f.jobs));
-        let n = costs.update(measured, &note);
-        costs.write(&costs_path)?;
+        let n = kiln_dist::costs::record(&costs_path, &dist.compiled, workers(f.jobs))?;
         println!(
             "{}: {n} of {} jobs measured ({} without a recorded time kept their old figure)",
             costs_path.display(),
@@ -97,7 +78,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
 }
 
 /// What each set's build wrote: its folder, crates and lock.
-fn report(dist: &Dist, lock: LockMode) -> Result<()> {
+pub(crate) fn report(dist: &Dist, lock: LockMode) -> Result<()> {
     for o in &dist.sets {
         let m = &o.manifest.manifest;
         let bytes: u64 = m.artifacts.iter().map(|a| a.size).sum();
@@ -120,44 +101,5 @@ fn report(dist: &Dist, lock: LockMode) -> Result<()> {
             LockMode::Off => {}
         }
     }
-    Ok(())
-}
-
-/// `dist merge DIR...`.
-fn merge(pins_path: &Path, m: flags::Merge) -> Result<()> {
-    let pins = crate::load_pins(pins_path)?;
-    let root = crate::project_root();
-    // Relative part folders are relative to where the command was typed (a shell glob expanded there).
-    let here = crate::invoked_from();
-    let parts: Vec<_> = m.parts.iter().map(|p| here.join(p)).collect();
-    let lock = if m.locked { LockMode::Check } else { LockMode::Off };
-    // The parts name their set; its lock is beside pins.toml's other locks.
-    let dist = Builder::from_pins(&pins)
-        .kiln_dir(&root)
-        .base(&root)
-        .out(root.join(&m.out))
-        .lock(lock)
-        .package(!m.no_package)
-        .workers(workers(m.jobs))
-        .verbose(m.verbose)
-        .remote(remote_config(&m.remote)?)
-        .merge(&parts, &|l| crate::say(l))?;
-    report(&dist, lock)?;
-    Ok(())
-}
-
-/// Re-hashes the dist folder against its manifest, and the manifest against the lock.
-pub fn verify(pins_path: &Path, v: flags::Verify) -> Result<()> {
-    let _pins = crate::load_pins(pins_path)?;
-    let root = crate::project_root();
-    let dist = root.join(&v.dist);
-    // The lock of the set the folder holds: artifacts.lock, or artifacts.<set>.lock.
-    let mpath = dist.join(kiln_manifest::FILE_NAME);
-    let text = std::fs::read_to_string(&mpath).with_context(|| format!("cannot read {}: run `cargo xtask dist` first", mpath.display()))?;
-    let written = SetManifest::from_json(&text, &mpath.display().to_string())?;
-    let lock_name = written.lock_name();
-    let lock = Lock::load(&root.join(&lock_name))?;
-    let (artifacts, crates) = kiln_dist::verify::folder(&dist, &lock)?;
-    println!("{}: {artifacts} artifacts match the manifest and {lock_name} ({crates} crates match crates.json)", dist.display());
     Ok(())
 }

@@ -7,11 +7,13 @@ mod container;
 mod dist;
 mod doctor;
 mod flags;
+mod merge;
 mod pins;
 mod publish;
 mod test;
 mod test_matrix;
 mod toolchain;
+mod verify;
 
 use std::path::{Path, PathBuf};
 
@@ -44,7 +46,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
     std::env::set_current_dir(project_root())?;
     match flags.task {
         flags::Task::Dist(d) => dist::run(&flags.pins, d),
-        flags::Task::Verify(v) => dist::verify(&flags.pins, v),
+        flags::Task::Verify(v) => verify::run(&flags.pins, v),
         flags::Task::Test { no_dist, args } => test::run(&flags.pins, no_dist, args),
         flags::Task::Ci { check } => ci::run(&flags.pins, check),
         flags::Task::TestMatrix(t) => test_matrix::run(&flags.pins, t),

@@ -113,6 +113,19 @@ impl Costs {
     }
 }
 
+/// `--update-costs`: writes the seconds each compile job of `compiled` took
+/// where its cache entry recorded them into the table at `path` (built with
+/// `workers` jobs at once); returns how many were measured.
+pub fn record(path: &Path, compiled: &[(String, Option<f64>)], workers: usize) -> Result<usize> {
+    let mut costs = Costs::load(path)?;
+    let measured: Vec<(String, f64)> = compiled.iter().filter_map(|(l, s)| s.map(|s| (l.clone(), s))).collect();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let note = format!("seconds per job as each cache entry recorded them; written with -j {workers} on a {cores}-core machine");
+    let n = costs.update(measured, &note);
+    costs.write(path)?;
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

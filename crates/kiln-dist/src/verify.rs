@@ -38,3 +38,17 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
     }
     Ok((m.artifacts.len(), n))
 }
+
+/// `cargo xtask verify`: the dist folder `dist` re-hashed against its
+/// manifest, and the manifest against the lock of the set it holds
+/// (`artifacts.lock`, or `artifacts.<set>.lock`) in `locks`; returns the
+/// artifacts and crates checked and the lock's name.
+pub fn against_its_lock(dist: &Path, locks: &Path) -> Result<(usize, usize, String)> {
+    let mpath = dist.join(kiln_manifest::FILE_NAME);
+    let text = std::fs::read_to_string(&mpath).with_context(|| format!("cannot read {}: run `cargo xtask dist` first", mpath.display()))?;
+    let written = SetManifest::from_json(&text, &mpath.display().to_string())?;
+    let lock_name = written.lock_name();
+    let lock = Lock::load(&locks.join(&lock_name))?;
+    let (artifacts, crates) = folder(dist, &lock)?;
+    Ok((artifacts, crates, lock_name))
+}

@@ -113,6 +113,27 @@ impl Config {
         Ok(Some(c))
     }
 
+    /// The remote a command line names (`url`: `--remote-cache`; else the
+    /// environment's), read-only when `read_only` (`--remote-cache-read-only`)
+    /// or the environment says so; `None` when neither names one.
+    pub fn resolve(url: Option<&str>, read_only: bool) -> Result<Option<Config>> {
+        let mut config = match url {
+            Some(url) => {
+                let mut c = Config::new(url)?;
+                c.apply_env()?;
+                Some(c)
+            }
+            None => Config::from_env()?,
+        };
+        if read_only {
+            match &mut config {
+                Some(c) => c.read_only = true,
+                None => bail!("--remote-cache-read-only needs a remote cache: --remote-cache URL or {URL_ENV}"),
+            }
+        }
+        Ok(config)
+    }
+
     /// Reads the settings beside the URL from the environment.
     pub fn apply_env(&mut self) -> Result<()> {
         if let Ok(v) = std::env::var(READ_ONLY_ENV) {
