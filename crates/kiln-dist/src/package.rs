@@ -61,40 +61,10 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         .and_then(|l| l.ffi.as_ref())
         .with_context(|| format!("set `{}`: its crates need the static library's ffi file", set.name))?;
     let ffi_rs = w.source_root.join(ffi);
-    let mut key_text = format!("{}\n", w.manifest.to_json());
-    if let Some((name, version)) = &w.cudart {
-        key_text.push_str(&format!("cudart of {name} {version}\n"));
-    }
-    if artifact_crate.api == CrateApi::Upstream {
-        // The drop-in carries upstream's src/ and manifest.
-        for f in list_sorted(&w.source_root.join("src"))?.into_iter().chain([w.source_root.join("Cargo.toml")]) {
-            key_text.push_str(&format!("upstream {} {}\n", f.strip_prefix(w.source_root).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
-        }
-    }
-    let input_licenses = crate::sources::input_licenses(cache, set)?;
-    for l in &input_licenses {
-        key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, fetch::sha256_bytes(l.text.as_bytes())));
-    }
-    let key = cache_key(runner, &artifact_crate.name, &version, &key_text, &sources.trees(), &ffi_rs)?;
+    let (key, input_licenses) = package_key(w, &sources, &ffi_rs)?;
     let cached = cache.packages().join(&key);
-    if cached.join(CRATES_JSON).is_file() {
-        match verify_cached(&cached) {
-            Ok(records) => {
-                copy_tree(&cached, &staged.join(CRATES_DIR))?;
-                say(format!("packaged crates from cache ({} crates)", records.len()));
-                return Ok((records, key));
-            }
-            Err(e) => {
-                let aside = cache.root().join("damaged").join(format!("packages-{key}.{}", std::process::id()));
-                fs::create_dir_all(aside.parent().unwrap())?;
-                fs::rename(&cached, &aside).with_context(|| format!("cannot move the damaged {} aside", cached.display()))?;
-                say(format!(
-                    "warning: the cached packaged crates {} are damaged ({e:#}); moved to {} and packaging again",
-                    cached.display(),
-                    aside.display()
-                ));
-            }
-        }
+    if let Some(records) = from_cache(cache, &cached, &key, staged, say)? {
+        return Ok((records, key));
     }
     let t = std::time::Instant::now();
     let work = cache.scratch("crates")?;
@@ -124,8 +94,74 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
     let packaged = cargo::package(&gen_root)?;
     let dest = staged.join(CRATES_DIR);
     fs::create_dir_all(&dest)?;
+    let records = records(&generated, &packaged, &dest, say)?;
+    fs::write(dest.join(CRATES_JSON), serde_json::to_string_pretty(&records)? + "\n")?;
+    // The generated sources too: a `[patch]` by path needs them (docs/consuming.md).
+    fs::remove_dir_all(gen_root.join("target")).ok();
+    move_dir(&gen_root, &dest.join(SOURCES_DIR)).context("cannot keep the generated crate sources")?;
+    // Cache the result whole (a rename of a finished folder), keyed by every input.
+    let tmp = cache.scratch("packages")?;
+    copy_tree(&dest, &tmp)?;
+    kiln_toolchain::cache::publish_dir(&tmp, &cached)?;
+    say(format!("packaged {} crates in {:.1} s", records.len(), t.elapsed().as_secs_f64()));
+    Ok((records, key))
+}
+
+/// The packaged crates' cache key: the manifest, the CUDA runtime borrowed,
+/// upstream's sources for a drop-in, the input licences' texts, kiln's
+/// template and the toolchain's files; and those licences.
+fn package_key(w: &What, sources: &Sources, ffi_rs: &Path) -> Result<(String, Vec<kiln_package::LicenseText>)> {
+    let (set, cache) = (w.set, w.cache);
+    let artifact_crate = set.artifact_crate.as_ref().context("a packaged set has a crate")?;
+    let version = set.crate_version().context("a packaged set's source is a crate")?;
+    let mut key_text = format!("{}\n", w.manifest.to_json());
+    if let Some((name, version)) = &w.cudart {
+        key_text.push_str(&format!("cudart of {name} {version}\n"));
+    }
+    if artifact_crate.api == CrateApi::Upstream {
+        // The drop-in carries upstream's src/ and manifest.
+        for f in list_sorted(&w.source_root.join("src"))?.into_iter().chain([w.source_root.join("Cargo.toml")]) {
+            key_text.push_str(&format!("upstream {} {}\n", f.strip_prefix(w.source_root).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
+        }
+    }
+    let input_licenses = crate::sources::input_licenses(cache, set)?;
+    for l in &input_licenses {
+        key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, fetch::sha256_bytes(l.text.as_bytes())));
+    }
+    let key = cache_key(w.runner, &artifact_crate.name, &version, &key_text, &sources.trees(), ffi_rs)?;
+    Ok((key, input_licenses))
+}
+
+/// The crates cached under `key` (`cached`), copied into `staged` when they
+/// check against their crates.json; a damaged entry is moved aside (`None`).
+fn from_cache(cache: &Cache, cached: &Path, key: &str, staged: &Path, say: &(dyn Fn(String) + Sync)) -> Result<Option<Vec<CrateRecord>>> {
+    if cached.join(CRATES_JSON).is_file() {
+        match verify_cached(cached) {
+            Ok(records) => {
+                copy_tree(cached, &staged.join(CRATES_DIR))?;
+                say(format!("packaged crates from cache ({} crates)", records.len()));
+                return Ok(Some(records));
+            }
+            Err(e) => {
+                let aside = cache.root().join("damaged").join(format!("packages-{key}.{}", std::process::id()));
+                fs::create_dir_all(aside.parent().unwrap())?;
+                fs::rename(cached, &aside).with_context(|| format!("cannot move the damaged {} aside", cached.display()))?;
+                say(format!(
+                    "warning: the cached packaged crates {} are damaged ({e:#}); moved to {} and packaging again",
+                    cached.display(),
+                    aside.display()
+                ));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The records of what cargo packaged (`packaged`) of the crates kiln
+/// generated, each copied into `dest`; another set's crate is left out.
+fn records(generated: &[generate::Crate], packaged: &[cargo::Packaged], dest: &Path, say: &(dyn Fn(String) + Sync)) -> Result<Vec<CrateRecord>> {
     let mut records = Vec::new();
-    for p in &packaged {
+    for p in packaged {
         // Another set's crate (its CUDA runtime's), packaged only for the workspace to resolve.
         if generated.iter().any(|g| {
             g.borrowed && p.name.starts_with(&format!("{}-", g.name)) && p.name[g.name.len() + 1..].starts_with(|c: char| c.is_ascii_digit())
@@ -150,16 +186,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         });
         say(format!("  {:<36} {:>9} bytes ({:.1} MB of artifacts)", info.name, p.size, info.raw_bytes as f64 / 1e6));
     }
-    fs::write(dest.join(CRATES_JSON), serde_json::to_string_pretty(&records)? + "\n")?;
-    // The generated sources too: a `[patch]` by path needs them (docs/consuming.md).
-    fs::remove_dir_all(gen_root.join("target")).ok();
-    move_dir(&gen_root, &dest.join(SOURCES_DIR)).context("cannot keep the generated crate sources")?;
-    // Cache the result whole (a rename of a finished folder), keyed by every input.
-    let tmp = cache.scratch("packages")?;
-    copy_tree(&dest, &tmp)?;
-    kiln_toolchain::cache::publish_dir(&tmp, &cached)?;
-    say(format!("packaged {} crates in {:.1} s", records.len(), t.elapsed().as_secs_f64()));
-    Ok((records, key))
+    Ok(records)
 }
 
 /// Reads a cached packaging result and checks every `.crate` in it against
