@@ -40,7 +40,7 @@ pub use set_manifest::SetManifest;
 pub use set_output::SetOutput;
 
 /// The main set's dist folder, relative to the repository root (`dist --out`'s default).
-pub const DIST_DIR: &str = "target/dist";
+pub use kiln_manifest::DIST_DIR;
 /// Where kiln's HIP shims live, relative to kiln's repository root.
 pub const SHIMS_DIR: &str = "kernels/hip";
 /// Where kiln's CUDA headers live (force-included into static libraries' objects).

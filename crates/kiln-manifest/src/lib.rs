@@ -15,6 +15,10 @@ pub use select::{ArchError, DeviceArch, Match, SelectError, SelectOptions, Selec
 pub const SCHEMA: u32 = 1;
 /// Its file name inside the dist folder.
 pub const FILE_NAME: &str = "manifest.json";
+/// The main set's dist folder, relative to the repository root: where
+/// `cargo xtask dist` writes it by default and where the loader, its
+/// benchmark and CI's workflow look for it.
+pub const DIST_DIR: &str = "target/dist";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {

@@ -23,6 +23,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use kiln_manifest::DIST_DIR;
+
 use crate::{Arch, Backend, Leg, Matrix, Status, PLACEHOLDER_DIGEST};
 
 /// The workflow, relative to the repository root.
@@ -379,7 +381,7 @@ fn shard_job(o: &mut Out, m: &Matrix) {
     kiln_cache_step(o, m, &format!("shard-${{{{ matrix.shard }}}}-of-{n}"));
     o.line(3, "- name: Build this shard's part of the dist");
     o.line(4, "run: cargo xtask dist --shard \"$KILN_SHARD\" --locked --out target/dist-part");
-    upload(o, m, "Upload the part", &format!("{PART_ARTIFACT_PREFIX}${{{{ matrix.shard }}}}"), "target/dist-part", 1);
+    upload(o, m, "Upload the part", &format!("{PART_ARTIFACT_PREFIX}${{{{ matrix.shard }}}}"), &format!("{DIST_DIR}-part"), 1);
 }
 
 /// A step uploading `path` as the artifact `name`, which a later job needs: a missing path fails the job.
@@ -413,7 +415,7 @@ fn merge_job(o: &mut Out, m: &Matrix) {
     // Checked against each other, the plan of this commit and artifacts.lock,
     // then assembled here (static library, bundles, crates) and read back.
     o.line(4, &format!("run: cargo xtask dist merge --locked \"$RUNNER_TEMP\"/kiln/parts/{PART_ARTIFACT_PREFIX}*"));
-    upload(o, m, "Upload the dist folder", DIST_ARTIFACT, "target/dist", 7);
+    upload(o, m, "Upload the dist folder", DIST_ARTIFACT, DIST_DIR, 7);
 }
 
 fn build_job(o: &mut Out, m: &Matrix) {

@@ -43,7 +43,7 @@ struct Opts {
 
 fn parse() -> Result<Opts, String> {
     let mut o = Opts {
-        dist: std::env::var_os(kiln_loader::DIST_DIR_ENV).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target/dist")),
+        dist: std::env::var_os(kiln_loader::DIST_DIR_ENV).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(kiln_manifest::DIST_DIR)),
         backend: None,
         device: 0,
         force_ptx: false,
