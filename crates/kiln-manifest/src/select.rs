@@ -546,6 +546,9 @@ mod tests {
         // RDNA4: LLVM 18 first knows it; the pinned clang is 17.
         let e = m.select("fill", &arch("gfx1201")).unwrap_err().to_string();
         assert!(e.contains("gfx1201 needs LLVM 18 or newer, and this build's clang is 17.0.6"), "{e}");
+        // Krackan Point, the APU after those kiln builds: LLVM 19.
+        let e = m.select("fill", &arch("gfx1152")).unwrap_err().to_string();
+        assert!(e.contains("gfx1152 needs LLVM 19 or newer, and this build's clang is 17.0.6"), "{e}");
         // Buildable by this clang, just not pinned.
         let e = m.select("fill", &arch("gfx942")).unwrap_err().to_string();
         assert!(e.contains("does not list gfx942"), "{e}");
@@ -596,6 +599,25 @@ mod tests {
         // A CUDA device never gets HIP code, nor the reverse.
         assert!(manifest(vec![art("fill", Kind::Hsaco, "gfx90a")]).select("fill", &arch("sm_90")).is_err());
         assert!(manifest(vec![art("fill", Kind::Ptx, "compute_80")]).select("fill", &arch("gfx90a")).is_err());
+    }
+
+    #[test]
+    fn the_apus_take_their_own_code_object_and_no_other() {
+        // gfx1103 (Radeon 780M), gfx1150 (890M), gfx1151 (Strix Halo): Exact when carried.
+        let apus = ["gfx1103", "gfx1150", "gfx1151"];
+        let on = SelectOptions { hip_compat: true, ..Default::default() };
+        let mut m = kiln_default();
+        m.artifacts.extend(apus.map(|g| art("fill", Kind::Hsaco, g)));
+        for g in apus {
+            assert_eq!(chosen(&m, "fill", g, SelectOptions::default()), (g.to_string(), Match::Exact));
+            assert_eq!(chosen(&m, "fill", g, on), (g.to_string(), Match::Exact));
+        }
+        // Not ISA-identical to each other nor to gfx1100: never another's, even with the opt-in.
+        let mut one = kiln_default();
+        one.artifacts.push(art("fill", Kind::Hsaco, "gfx1150"));
+        for dev in ["gfx1103", "gfx1151", "gfx1152"] {
+            assert!(one.select_with("fill", &arch(dev), on).is_err(), "{dev}");
+        }
     }
 
     #[test]

@@ -35,7 +35,10 @@ fn the_repository_pin_file_is_valid_and_complete() {
     // The main set has no targets or flags of its own: the global ones.
     assert_eq!(candle.targets.all(), pins.targets.all());
     assert_eq!(candle.flags.hip_max_threads_per_block.get("quantized"), Some(&256));
-    assert_eq!(pins.targets.hip.iter().map(|a| a.as_str()).collect::<Vec<_>>(), ["gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx90a", "gfx942"]);
+    assert_eq!(
+        pins.targets.hip.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
+        ["gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx90a", "gfx942"]
+    );
     assert_eq!(pins.targets.cuda_ptx[0].ptx(), "compute_70");
     // Blackwell comes from the pinned ptxas, assembled from the highest PTX level.
     let by = |sm| pins.sass_by(&pins.targets, kiln_pins::Sm(sm));
