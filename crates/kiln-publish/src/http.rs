@@ -5,9 +5,7 @@
 use std::{
     fs,
     io::Write,
-    path::PathBuf,
     process::{Command, Stdio},
-    sync::atomic::{AtomicU64, Ordering},
 };
 
 use anyhow::{bail, Context, Result};
@@ -26,23 +24,6 @@ impl Response {
 
 const USER_AGENT: &str = concat!("kiln-publish/", env!("CARGO_PKG_VERSION"), " (https://github.com/kiln-gpu/kiln)");
 
-/// A file in the temp dir, removed when dropped.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(label: &str) -> Temp {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        Temp(std::env::temp_dir().join(format!("kiln-publish-{}-{n}-{label}", std::process::id())))
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
-    }
-}
-
 pub fn get(url: &str, token: Option<&str>) -> Result<Response> {
     request(url, None, token)
 }
@@ -57,8 +38,12 @@ fn request(url: &str, body: Option<&[u8]>, token: Option<&str>) -> Result<Respon
     if let Some(t) = token {
         crate::registry::check_token(t, "the caller")?;
     }
-    let out = Temp::new("response");
-    let upload = Temp::new("body");
+    // curl's files live in a folder of this request's own, made exclusively
+    // with a random name (mode 0700) and removed on return: no name another
+    // user can guess, pre-create or point elsewhere with a symbolic link.
+    let scratch = tempfile::Builder::new().prefix("kiln-publish-").tempdir().context("cannot make a temporary folder for the request")?;
+    let out = scratch.path().join("response");
+    let upload = scratch.path().join("body");
     let mut cmd = Command::new("curl");
     cmd.args(["--silent", "--show-error", "--connect-timeout", "20", "--max-time", "600", "--user-agent", USER_AGENT]);
     // HTTP(S) only, redirects included: never a file:// or other scheme's bytes in a body or an error.
@@ -66,12 +51,12 @@ fn request(url: &str, body: Option<&[u8]>, token: Option<&str>) -> Result<Respon
     // The token goes in through stdin, never on the command line (where any
     // user's `ps` would show it).
     cmd.args(["--config", "-"]);
-    cmd.arg("--output").arg(&out.0).args(["--write-out", "%{http_code}"]);
+    cmd.arg("--output").arg(&out).args(["--write-out", "%{http_code}"]);
     match body {
         Some(b) => {
-            fs::write(&upload.0, b).with_context(|| format!("cannot write {}", upload.0.display()))?;
+            fs::File::create_new(&upload).and_then(|mut f| f.write_all(b)).with_context(|| format!("cannot write {}", upload.display()))?;
             cmd.args(["--request", "PUT", "--header", "Content-Type: application/octet-stream", "--data-binary"]);
-            cmd.arg(format!("@{}", upload.0.display()));
+            cmd.arg(format!("@{}", upload.display()));
         }
         None => {
             cmd.arg("--location");
@@ -93,6 +78,13 @@ fn request(url: &str, body: Option<&[u8]>, token: Option<&str>) -> Result<Respon
     }
     let code = String::from_utf8_lossy(&output.stdout);
     let status: u16 = code.trim().parse().with_context(|| format!("{url}: curl reported status {code:?}"))?;
-    let body = fs::read(&out.0).unwrap_or_default();
+    // curl writes the file for every answer with a body; an answer without one
+    // (204, or a HEAD-like reply) leaves none, which is an empty body. Any other
+    // failure to read it is an error, not an empty answer.
+    let body = match fs::read(&out) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).with_context(|| format!("{url}: cannot read curl's response file {}", out.display())),
+    };
     Ok(Response { status, body })
 }

@@ -51,3 +51,31 @@ fn curl_is_never_asked_for_another_scheme_than_http() {
         assert!(e.contains("Protocol") || e.contains("protocol"), "curl names the refused scheme: {url}: {e}");
     }
 }
+
+#[test]
+fn a_request_writes_nothing_through_links_planted_at_predictable_temp_names() {
+    // Before, curl's files were /tmp/kiln-publish-<pid>-<n>-{response,body},
+    // written with fs::write: a link planted there (by another user of /tmp)
+    // had the upload written into whatever it pointed at.
+    let index = serve(r#"{"dl":"http://127.0.0.1:1/dl"}"#);
+    let victim = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(victim.path(), "the user's file").unwrap();
+    let tmp = std::env::temp_dir();
+    let mut planted = Vec::new();
+    for n in 0..64 {
+        for label in ["response", "body"] {
+            let link = tmp.join(format!("kiln-publish-{}-{n}-{label}", std::process::id()));
+            if std::os::unix::fs::symlink(victim.path(), &link).is_ok() {
+                planted.push(link);
+            }
+        }
+    }
+    let url = format!("{}api/v1/crates/new", index.trim_start_matches("sparse+"));
+    let r = http::put(&url, b"crate bytes", None);
+    for link in &planted {
+        std::fs::remove_file(link).ok();
+    }
+    let r = r.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "the user's file", "nothing was written through a planted link");
+}
