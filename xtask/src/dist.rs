@@ -51,7 +51,7 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
             "{}: shard {} of plan {}: {} jobs ({} built here, {:.1} MB) in {:.1} s; `cargo xtask dist merge` takes it with the other parts",
             o.out.display(),
             o.part.shard,
-            &o.part.plan.id[..12],
+            kiln_manifest::short(&o.part.plan.id, 12),
             o.part.jobs.len(),
             o.built,
             bytes as f64 / 1e6,

@@ -17,6 +17,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use kiln_build::store::Store;
+use kiln_manifest::short;
 use kiln_toolchain::fetch;
 
 use crate::{
@@ -57,8 +58,8 @@ fn check_together(parts: &[(PathBuf, Part)]) -> Result<()> {
                 "{} is a part of another plan than {} ({} vs {}): {}",
                 d.display(),
                 d0.display(),
-                &p.plan.id[..12],
-                &p0.plan.id[..12],
+                short(&p.plan.id, 12),
+                short(&p0.plan.id, 12),
                 p0.plan.differences(&p.plan).join("; ")
             ));
         } else if p.shard.n != p0.shard.n {
@@ -113,12 +114,12 @@ pub(crate) fn run(b: Builder, dirs: &[PathBuf], say: &(dyn Fn(String) + Sync)) -
     if plan.identity != first.plan {
         bail!(
             "the parts are of plan {}, but this checkout makes plan {}: {}; merge parts on a checkout of the commit the shards built",
-            &first.plan.id[..12],
-            &plan.identity.id[..12],
+            short(&first.plan.id, 12),
+            short(&plan.identity.id, 12),
             first.plan.differences(&plan.identity).join("; ")
         );
     }
-    say(format!("merging {} part(s) of plan {} ({} jobs, {} shards)", parts.len(), &plan.identity.id[..12], plan.jobs.len(), n));
+    say(format!("merging {} part(s) of plan {} ({} jobs, {} shards)", parts.len(), short(&plan.identity.id, 12), plan.jobs.len(), n));
     let chosen = check_parts(&parts, &plan, lock, locked, &lock_name, say)?;
     import(&tools.cache, &parts, &plan, &chosen, say)?;
     drop(tools);
@@ -205,7 +206,7 @@ fn check_parts<'p>(
             Ok(h) if h != j.sha256 => problems.push(format!(
                 "{whose}: {} has sha256 {}, but {} says {} (damaged on the way?)",
                 j.file,
-                &h[..16],
+                short(&h, 16),
                 crate::part::FILE_NAME,
                 &j.sha256[..16.min(j.sha256.len())]
             )),
@@ -213,7 +214,7 @@ fn check_parts<'p>(
                 if let (Some(lock), Some(path)) = (lock_applies, &j.dist_path) {
                     match lock.artifacts.get(path) {
                         Some(h) if *h != j.sha256 => {
-                            problems.push(format!("{whose}: {path} has sha256 {}, {lock_name} says {}", &j.sha256[..16], &h[..16.min(h.len())]))
+                            problems.push(format!("{whose}: {path} has sha256 {}, {lock_name} says {}", short(&j.sha256, 16), short(h, 16)))
                         }
                         None if locked => problems.push(format!("{whose}: {path} is not in {lock_name} (--locked)")),
                         _ => {}

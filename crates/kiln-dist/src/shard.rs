@@ -13,6 +13,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use kiln_build::{job::Hashes, run_graph, Job, JobKind, Node, Plan};
+use kiln_manifest::short;
 use kiln_pins::{KernelSet, Pins};
 use kiln_toolchain::fetch;
 
@@ -182,7 +183,7 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
     let largest = mine.iter().max_by_key(|&&i| plan.cost_ms[i]);
     say(format!(
         "shard {spec} of plan {} ({} jobs, ~{:.0} s): {} jobs, ~{:.0} s{}; cache {}",
-        &plan.identity.id[..12],
+        short(&plan.identity.id, 12),
         plan.jobs.len(),
         total as f64 / 1e3,
         jobs.len(),

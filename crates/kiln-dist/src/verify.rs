@@ -7,6 +7,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use kiln_toolchain::fetch;
 
+use kiln_manifest::short;
+
 use crate::{lock::Lock, package, set_manifest::SetManifest};
 
 /// Checks `dist`: how many artifacts and crates it holds, or every problem found.
@@ -19,7 +21,7 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
     for a in &m.artifacts {
         match fetch::sha256_file(&dist.join(&a.path)) {
             Ok(h) if h == a.sha256 => {}
-            Ok(h) => problems.push(format!("{}: sha256 {} but the manifest says {}", a.path, &h[..16], &a.sha256[..16])),
+            Ok(h) => problems.push(format!("{}: sha256 {} but the manifest says {}", a.path, short(&h, 16), short(&a.sha256, 16))),
             Err(e) => problems.push(format!("{}: {e:#}", a.path)),
         }
     }

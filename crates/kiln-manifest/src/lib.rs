@@ -85,6 +85,17 @@ pub fn hex(digest: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Whether `s` is a sha256 as kiln's records write it: 64 lowercase hex digits.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The first `n` characters of a hash or id for a message: never a panic on a
+/// shorter or non-ASCII string read from a file (it is then shown whole).
+pub fn short(s: &str, n: usize) -> &str {
+    s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
@@ -231,6 +242,16 @@ pub(crate) mod tests {
                 resources: vec![],
             }],
         )
+    }
+
+    #[test]
+    fn hashes_are_shortened_and_recognised_without_panicking_on_what_a_file_holds() {
+        let h = sha256_hex(b"kiln");
+        assert!(is_sha256_hex(&h) && short(&h, 12) == &h[..12]);
+        assert_eq!((short("ab", 12), short("", 16), short("é€ab", 2)), ("ab", "", "é€"));
+        for bad in ["ab", &h.to_uppercase(), &format!("{h}0"), &format!("{}g", &h[..63])] {
+            assert!(!is_sha256_hex(bad), "{bad}");
+        }
     }
 
     #[test]
