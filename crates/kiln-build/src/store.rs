@@ -185,9 +185,13 @@ impl Store {
         result
     }
 
-    /// The seconds the job of `key` took where it was built, if its entry recorded them.
+    /// The seconds the job of `key` took where it was built, if its entry
+    /// recorded them as a number of seconds: a negative, infinite or NaN
+    /// record (a damaged or hostile entry, local or fetched from a remote
+    /// cache) counts as none, so it never reaches job-costs.toml.
     pub fn seconds(&self, key: &str) -> Option<f64> {
-        fs::read_to_string(self.entry(key).join(SECONDS_FILE)).ok()?.trim().parse().ok()
+        let s: f64 = fs::read_to_string(self.entry(key).join(SECONDS_FILE)).ok()?.trim().parse().ok()?;
+        (s.is_finite() && s >= 0.0).then_some(s)
     }
 }
 
@@ -249,4 +253,21 @@ pub fn link_or_copy(src: &Path, dest: &Path) -> Result<()> {
         fs::copy(src, dest)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_time_is_read_only_when_it_is_a_number_of_seconds() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::new(&Cache::at(root.path().to_path_buf()).unwrap());
+        let key = "ab".repeat(32);
+        fs::create_dir_all(store.entry(&key)).unwrap();
+        for (text, want) in [("12.5\n", Some(12.5)), ("0", Some(0.0)), ("-5", None), ("NaN", None), ("inf", None), ("soon", None)] {
+            fs::write(store.entry(&key).join(SECONDS_FILE), text).unwrap();
+            assert_eq!(store.seconds(&key), want, "{text:?}");
+        }
+    }
 }
