@@ -130,12 +130,18 @@ pub struct Publish {
 pub enum RegistryAction {
     /// Serve DIR as a sparse registry on 127.0.0.1 until interrupted; uploads are stored in DIR.
     Serve {
+        /// The registry's folder (index/ and crates/): made if missing; else it must be empty or one
+        /// an earlier `registry serve` wrote (its .kiln-owned marker). Its crates are kept across
+        /// runs; uploads are added to it.
         #[arg(long, default_value = "target/registry", value_name = "DIR")]
         dir: PathBuf,
+        /// The port to listen on, on 127.0.0.1 only (never another interface).
         #[arg(long, default_value_t = 8787)]
         port: u16,
-        /// Accept uploads only with this token.
-        #[arg(long)]
+        /// Accept uploads only with this token (the Authorization header cargo and
+        /// `cargo xtask publish` send from CARGO_REGISTRIES_<NAME>_TOKEN). Without it any token is
+        /// accepted. Reads never need one.
+        #[arg(long, value_name = "TOKEN")]
         token: Option<String>,
     },
 }

@@ -17,10 +17,13 @@ pub fn run(f: Publish) -> Result<()> {
 pub fn registry(action: RegistryAction) -> Result<()> {
     match action {
         RegistryAction::Serve { dir, port, token } => {
+            let needs_token = token.is_some();
             let s = server::Server::start(&dir, &format!("127.0.0.1:{port}"), server::Options { token, ..Default::default() })?;
             println!("serving {} as a sparse registry; in .cargo/config.toml:", dir.display());
             println!("  [registries.kiln]\n  index = \"{}\"", s.index_url());
-            println!("publish to it with: CARGO_REGISTRIES_KILN_TOKEN=any cargo xtask publish --registry kiln --execute");
+            // A line that works when copied: the index too, and the token this server takes (never printed).
+            let token = if needs_token { "<the --token you gave>" } else { "any" };
+            println!("publish to it with: CARGO_REGISTRIES_KILN_INDEX={} CARGO_REGISTRIES_KILN_TOKEN={token} cargo xtask publish --registry kiln --execute", s.index_url());
             s.wait();
             Ok(())
         }
