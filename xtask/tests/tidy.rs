@@ -307,11 +307,17 @@ fn target_name(s: &str) -> Option<String> {
 
 /// Every string literal outside kiln-target naming a GPU target, in a file not in `allowed`.
 fn gpu_fact_violations(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<String> {
+    string_violations(files, "crates/kiln-target/", allowed, |s| target_name(s).map(|name| format!("names {name} (GPU facts live in kiln-target)")))
+}
+
+/// Every string literal of `files` (outside the crate at `owner`, and the
+/// `allowed` files) that `check` objects to, as `path:line: why`.
+fn string_violations(files: &[(String, String)], owner: &str, allowed: &[(&str, &str)], check: impl Fn(&str) -> Option<String>) -> Vec<String> {
     let mut out = Vec::new();
-    for (path, text) in files.iter().filter(|(p, _)| !p.starts_with("crates/kiln-target/") && !allowed.iter().any(|(a, _)| a == p)) {
+    for (path, text) in files.iter().filter(|(p, _)| !p.starts_with(owner) && !allowed.iter().any(|(a, _)| a == p)) {
         for (line, s) in lex::lex(text).strings {
-            if let Some(name) = target_name(&s) {
-                out.push(format!("{path}:{line}: names {name} (GPU facts live in kiln-target)"));
+            if let Some(why) = check(&s) {
+                out.push(format!("{path}:{line}: {why}"));
             }
         }
     }
@@ -431,15 +437,10 @@ const HEX_BY_HAND: &[(&str, &str)] = &[(
 /// A format string that is one byte in hex (`"{b:02x}"`, `"{:02x}"`): how a
 /// digest is hex-encoded by hand. Only kiln-manifest's `hex` may do it, and the files in `allowed`.
 fn hex_encoder_violations(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<String> {
-    let mut out = Vec::new();
-    for (path, text) in files.iter().filter(|(p, _)| !p.starts_with("crates/kiln-manifest/") && !allowed.iter().any(|(a, _)| a == p)) {
-        for (line, s) in lex::lex(text).strings {
-            if s.starts_with('{') && s.ends_with(":02x}") && s.matches('{').count() == 1 {
-                out.push(format!("{path}:{line}: hex-encodes bytes by hand; call kiln_manifest::hex / sha256_hex"));
-            }
-        }
-    }
-    out
+    string_violations(files, "crates/kiln-manifest/", allowed, |s| {
+        (s.starts_with('{') && s.ends_with(":02x}") && s.matches('{').count() == 1)
+            .then(|| "hex-encodes bytes by hand; call kiln_manifest::hex / sha256_hex".to_string())
+    })
 }
 
 /// Architecture Invariant: a sha256 is only ever written by kiln_manifest's `sha256_hex`/`hex`.

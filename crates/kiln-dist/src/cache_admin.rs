@@ -91,8 +91,12 @@ fn entries(cache: &Cache) -> Vec<(String, PathBuf)> {
         // Only folders named by a key of this shard are entries: anything
         // else there (a stray file) is not kiln's to check or remove.
         for key in names(&cache.objects().join(&shard)) {
-            if kiln_manifest::is_sha256_hex(&key) && key.starts_with(&shard) && store.entry(&key).is_dir() {
-                out.push((key.clone(), store.entry(&key)));
+            if !kiln_manifest::is_sha256_hex(&key) || !key.starts_with(&shard) {
+                continue;
+            }
+            let dir = store.entry(&key);
+            if dir.is_dir() {
+                out.push((key, dir));
             }
         }
     }

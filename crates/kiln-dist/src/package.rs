@@ -13,7 +13,7 @@ use kiln_package::{
     cargo, generate,
     sources::{Sources, ToolchainFiles},
 };
-use kiln_pins::{CrateApi, KernelSet};
+use kiln_pins::{ArtifactCrate, CrateApi, KernelSet};
 use kiln_toolchain::{fetch, Cache, Runner};
 
 use crate::set_manifest::SetManifest;
@@ -61,7 +61,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         .and_then(|l| l.ffi.as_ref())
         .with_context(|| format!("set `{}`: its crates need the static library's ffi file", set.name))?;
     let ffi_rs = w.source_root.join(ffi);
-    let (key, input_licenses) = package_key(w, &sources, &ffi_rs)?;
+    let (key, input_licenses) = package_key(w, artifact_crate, &version, &sources, &ffi_rs)?;
     let cached = cache.packages().join(&key);
     if let Some(records) = from_cache(cache, &cached, &key, staged, say)? {
         return Ok((records, key));
@@ -110,10 +110,14 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
 /// The packaged crates' cache key: the manifest, the CUDA runtime borrowed,
 /// upstream's sources for a drop-in, the input licences' texts, kiln's
 /// template and the toolchain's files; and those licences.
-fn package_key(w: &What, sources: &Sources, ffi_rs: &Path) -> Result<(String, Vec<kiln_package::LicenseText>)> {
+fn package_key(
+    w: &What,
+    artifact_crate: &ArtifactCrate,
+    version: &str,
+    sources: &Sources,
+    ffi_rs: &Path,
+) -> Result<(String, Vec<kiln_package::LicenseText>)> {
     let (set, cache) = (w.set, w.cache);
-    let artifact_crate = set.artifact_crate.as_ref().context("a packaged set has a crate")?;
-    let version = set.crate_version().context("a packaged set's source is a crate")?;
     let mut key_text = format!("{}\n", w.manifest.to_json());
     if let Some((name, version)) = &w.cudart {
         key_text.push_str(&format!("cudart of {name} {version}\n"));
@@ -128,7 +132,7 @@ fn package_key(w: &What, sources: &Sources, ffi_rs: &Path) -> Result<(String, Ve
     for l in &input_licenses {
         key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, fetch::sha256_bytes(l.text.as_bytes())));
     }
-    let key = cache_key(w.runner, &artifact_crate.name, &version, &key_text, &sources.trees(), ffi_rs)?;
+    let key = cache_key(w.runner, &artifact_crate.name, version, &key_text, &sources.trees(), ffi_rs)?;
     Ok((key, input_licenses))
 }
 
