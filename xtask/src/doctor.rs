@@ -11,6 +11,7 @@ fn line(ok: bool, what: &str, detail: String) {
 }
 
 pub fn run(pins_path: &Path) -> Result<()> {
+    println!("kiln doctor: the builder's side (a project that only depends on kiln's crates needs cargo alone: docs/consuming.md)");
     let pins = match crate::load_pins(pins_path) {
         Ok(p) => {
             let sets: Vec<String> =

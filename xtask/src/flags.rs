@@ -74,7 +74,8 @@ pub enum Task {
     },
     /// Provision the pinned toolchain: download every package, verify its sha256, unpack.
     Toolchain,
-    /// Print what kiln finds: pins, cache, toolchain, sandbox, compilers.
+    /// Print what kiln finds on a builder's machine: pins, cache, toolchain, sandbox, compilers.
+    /// A consumer of kiln's crates needs none of these (docs/consuming.md).
     Doctor,
     /// Build the container images (builder root filesystem and OCI image; Containerfiles) from pins.toml.
     Container(crate::container::Args),

@@ -661,3 +661,24 @@ fn dry_run_uploads_nothing_and_refusals_are_clear() {
     assert!(log.contains("a new revision needs a new version"), "{log}");
     assert_eq!(uploads(&reg_dir).len(), stored, "something was uploaded");
 }
+
+/// A dry run against a registry that cannot be read still prints its plan,
+/// and its last line (where a reader looks) says so: it is no all-clear.
+#[test]
+fn dry_run_against_an_unreachable_registry_says_so_on_its_summary_line() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let index = format!("sparse+http://{closed}/index/");
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["publish", "--registry", "kiln", "--dist"])
+        .arg(dist())
+        .env("CARGO_REGISTRIES_KILN_INDEX", &index)
+        .env_remove("CARGO_REGISTRIES_KILN_TOKEN")
+        .output()
+        .unwrap();
+    let log = text(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    assert!(last.starts_with("dry run: nothing uploaded; registry `kiln` could not be read ("), "{log}");
+    assert!(last.contains(&closed.to_string()) && last.contains("--execute will stop"), "{last}");
+    assert!(log.contains("[?]"), "the plan is still printed, each crate's state unknown:\n{log}");
+}

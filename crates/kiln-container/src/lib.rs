@@ -234,7 +234,7 @@ pub fn build(cache: &Cache, pins: &Pins, outputs: &Outputs, say: &(dyn Fn(String
 
 /// The container output folder's owner: `--out` may name only a folder that
 /// `cargo xtask container` wrote, or an empty one (the image in it is replaced).
-pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask container", flag: "--out" };
+pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask container", flag: "--out", reuse: kiln_fs::Reuse::FilledInPlace };
 
 /// Where `cargo xtask container` writes the builder inside `out`, once `out`
 /// is known to be (or made) a container output folder: never a user's folder.

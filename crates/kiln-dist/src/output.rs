@@ -15,7 +15,7 @@ use kiln_manifest::{Manifest, FILE_NAME};
 use crate::collect::Collected;
 
 /// The dist folder's owner: `--out` may name only a folder a dist wrote, or an empty one.
-pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask dist", flag: "--out" };
+pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask dist", flag: "--out", reuse: kiln_fs::Reuse::ReplacedWhole };
 
 /// Fails, naming `out`, unless a dist may replace it. Dist folders written
 /// before the marker existed are recognised by their kiln manifest.

@@ -22,7 +22,7 @@ const SCHEMA: u32 = 1;
 pub const MAX_SHARDS: u32 = 256;
 
 /// A part folder's owner: `dist --shard --out` replaces only a folder a shard wrote, or an empty one.
-pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask dist --shard", flag: "--out" };
+pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask dist --shard", flag: "--out", reuse: kiln_fs::Reuse::ReplacedWhole };
 
 /// `K/N`: the K-th of N shards, counted from 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -23,6 +23,18 @@ pub struct Owner {
     pub command: &'static str,
     /// The option that names the folder, e.g. `--out`.
     pub flag: &'static str,
+    /// What that command does to the folder when it runs again, for the
+    /// marker's text: what the user reads there must be true.
+    pub reuse: Reuse,
+}
+
+/// What an [`Owner`]'s command does to a folder it wrote, when it runs again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reuse {
+    /// Builds the new content beside it and swaps it in: the whole folder is replaced.
+    ReplacedWhole,
+    /// Writes its own files in place (adds and replaces them); removes nothing else.
+    FilledInPlace,
 }
 
 /// What [`claim`] found at the path.
@@ -35,14 +47,20 @@ pub enum Found {
 }
 
 impl Owner {
-    fn marker_text(&self) -> String {
-        format!(
-            "written by `{}`\n\nkiln replaces this folder whole when that command runs again. Remove this file\nto keep kiln from ever replacing it (it will then refuse to use the folder).\n",
-            self.command
-        )
+    /// The marker's first line: what [`Owner::claim`] recognises (the rest is for people).
+    fn marker_line(&self) -> String {
+        format!("written by `{}`", self.command)
     }
 
-    /// Whether `path` may be created, filled or replaced whole by this owner.
+    fn marker_text(&self) -> String {
+        let what = match self.reuse {
+            Reuse::ReplacedWhole => "kiln replaces this folder whole when that command runs again",
+            Reuse::FilledInPlace => "kiln writes its own files here again when that command runs again, and removes\nnothing else",
+        };
+        format!("{}\n\n{what}. Remove this file to keep kiln from ever writing here (it will then\nrefuse to use the folder).\n", self.marker_line())
+    }
+
+    /// Whether `path` may be created, filled or replaced by this owner.
     /// `recognise` accepts folders written before markers existed (for the
     /// dist folder: a `manifest.json` that parses as kiln's).
     pub fn claim(&self, path: &Path, recognise: impl Fn(&Path) -> bool) -> Result<Found> {
@@ -68,13 +86,13 @@ impl Owner {
         if !meta.is_dir() {
             return refuse("it is a file, not a folder");
         }
-        match fs::read_to_string(path.join(MARKER)) {
-            Ok(text) if text == self.marker_text() => return Ok(Found::Ours),
-            Ok(text) => {
-                let first = text.lines().next().unwrap_or("");
-                return refuse(&format!("its {MARKER} says \"{first}\", another kiln command's folder"));
+        if let Ok(text) = fs::read_to_string(path.join(MARKER)) {
+            let first = text.lines().next().unwrap_or("");
+            // The first line only: the explanation below it may change between kiln versions.
+            if first == self.marker_line() {
+                return Ok(Found::Ours);
             }
-            Err(_) => {}
+            return refuse(&format!("its {MARKER} says \"{first}\", another kiln command's folder"));
         }
         let mut entries = fs::read_dir(path).with_context(|| format!("cannot list {} ({})", path.display(), self.flag))?;
         if entries.next().is_none() {
@@ -106,8 +124,8 @@ impl Owner {
 mod tests {
     use super::*;
 
-    const DIST: Owner = Owner { command: "cargo xtask dist", flag: "--out" };
-    const OTHER: Owner = Owner { command: "cargo xtask container", flag: "--out" };
+    const DIST: Owner = Owner { command: "cargo xtask dist", flag: "--out", reuse: Reuse::ReplacedWhole };
+    const OTHER: Owner = Owner { command: "cargo xtask container", flag: "--out", reuse: Reuse::FilledInPlace };
 
     fn scratch(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("kiln-fs-{name}-{}", std::process::id()));
@@ -155,6 +173,24 @@ mod tests {
         fs::write(d.join("notes.txt"), "x").unwrap();
         assert!(OTHER.claim_and_mark(&d, |_| false).is_err());
         assert!(!d.join(MARKER).exists(), "a refused folder gets no marker");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_marker_says_what_its_command_does_and_older_explanations_still_count() {
+        let d = scratch("text");
+        let (whole, in_place) = (d.join("whole"), d.join("in-place"));
+        DIST.claim_and_mark(&whole, |_| false).unwrap();
+        OTHER.claim_and_mark(&in_place, |_| false).unwrap();
+        let whole_text = fs::read_to_string(whole.join(MARKER)).unwrap();
+        let in_place_text = fs::read_to_string(in_place.join(MARKER)).unwrap();
+        assert!(whole_text.starts_with("written by `cargo xtask dist`\n") && whole_text.contains("replaces this folder whole"), "{whole_text}");
+        assert!(in_place_text.contains("removes\nnothing else") && !in_place_text.contains("whole"), "{in_place_text}");
+        // A marker written by an older kiln, with another explanation, is still this command's.
+        fs::write(in_place.join(MARKER), "written by `cargo xtask container`\n\nkiln replaces this folder whole.\n").unwrap();
+        assert_eq!(OTHER.claim(&in_place, |_| false).unwrap(), Found::Ours);
+        fs::write(in_place.join(MARKER), "written by `cargo xtask container --x`\n").unwrap();
+        assert!(OTHER.claim(&in_place, |_| false).is_err(), "only the exact first line counts");
         fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -91,6 +91,7 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
     });
     let mut problems = plan.problems.clone();
     let mut states = Vec::new();
+    let mut unread = None;
     match &remote {
         Ok((_, entries)) => {
             for (item, entries) in plan.items.iter().zip(entries) {
@@ -113,6 +114,7 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
                 return Err(anyhow::anyhow!("{e:#}")).context(format!("cannot read registry `{}`", reg.name));
             }
             writeln!(out, "  (cannot read the registry, so the plan cannot say what it already has: {e:#})")?;
+            unread = Some(format!("{e:#}"));
             states.extend(plan.items.iter().map(|_| State::Unknown));
         }
     }
@@ -153,7 +155,15 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
     }
     let mut outcome = Outcome::default();
     if !opts.execute {
-        writeln!(out, "dry run: nothing uploaded; pass --execute to upload")?;
+        match &unread {
+            // On the last line, where a reader looks: the plan above could not be checked against the registry.
+            Some(e) => writeln!(
+                out,
+                "dry run: nothing uploaded; registry `{}` could not be read ({e}), so the crates marked ? may already be there or be refused; --execute will stop unless it can read it",
+                reg.name
+            )?,
+            None => writeln!(out, "dry run: nothing uploaded; pass --execute to upload")?,
+        }
         return Ok(outcome);
     }
     let (config, _) = remote.expect("a real run returned early without it");

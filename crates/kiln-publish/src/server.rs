@@ -50,7 +50,7 @@ impl Default for Options {
 
 /// The registry folder's owner: uploads are stored only in a folder a registry
 /// wrote, or an empty one.
-pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask registry serve", flag: "--dir" };
+pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask registry serve", flag: "--dir", reuse: kiln_fs::Reuse::FilledInPlace };
 
 struct Shared {
     dir: PathBuf,
