@@ -682,3 +682,129 @@ fn dry_run_against_an_unreachable_registry_says_so_on_its_summary_line() {
     assert!(last.contains(&closed.to_string()) && last.contains("--execute will stop"), "{last}");
     assert!(log.contains("[?]"), "the plan is still printed, each crate's state unknown:\n{log}");
 }
+
+// ---- the quick start -------------------------------------------------------
+
+fn quick_start(which: &str) -> PathBuf {
+    repo().join("examples/quick-start").join(which)
+}
+
+/// A copy of an example project (its files only, no build output) in `to`.
+fn copy_example(which: &str, to: &Path) {
+    for rel in ["Cargo.toml", ".cargo/config.toml", "src/main.rs"] {
+        let dest = to.join(rel);
+        fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        fs::copy(quick_start(which).join(rel), &dest).unwrap();
+    }
+}
+
+/// Where the CUDA runtime crate's build script made its stand-ins.
+fn stand_ins(target: &Path) -> PathBuf {
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = fs::read_dir(target.join("debug/build"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("kiln-candle-kernels-cudart-"))
+        .map(|e| e.path().join("out/kiln-cuda-stubs"))
+        .filter(|d| d.join("libcuda.so.1").is_file())
+        .map(|d| (fs::metadata(d.join("libcuda.so.1")).unwrap().modified().unwrap(), d))
+        .collect();
+    found.sort();
+    found.pop().unwrap_or_else(|| panic!("no kiln-cuda-stubs folder under {}/debug/build", target.display())).1
+}
+
+fn needed(exe: &Path) -> Vec<String> {
+    use object::read::elf::{Dyn, FileHeader, SectionTable};
+    let data = fs::read(exe).unwrap();
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(&*data).unwrap();
+    let endian = header.endian().unwrap();
+    let sections: SectionTable<'_, object::elf::FileHeader64<object::Endianness>> = header.sections(endian, &*data).unwrap();
+    let (dynamic, link) = sections.dynamic(endian, &*data).unwrap().expect("a dynamically linked executable");
+    let strings = sections.strings(endian, &*data, link).unwrap();
+    dynamic
+        .iter()
+        .filter(|d| d.tag32(endian) == Some(object::elf::DT_NEEDED))
+        .map(|d| String::from_utf8_lossy(d.string(endian, strings).unwrap()).into_owned())
+        .collect()
+}
+
+/// docs/consuming.md's quick start, as a user follows it on a machine with no
+/// CUDA toolkit, nvcc, ROCm or hipcc: the example project (candle-core with
+/// `cuda`, kiln's drop-in, the registry) builds from the registry with only
+/// its own two files of settings, links against the stand-ins kiln's CUDA
+/// runtime crate makes, and runs (no GPU here: it says so and computes on the
+/// CPU). Without the stand-ins nothing here provides libcuda: they are what
+/// makes it link. The ROCm example builds and prints
+/// what a HIP host would load, checked against the dist.
+#[test]
+fn quick_start_examples_build_and_run_with_no_gpu_sdk() {
+    let dist = dist();
+    let m = manifest(&dist);
+    let tmp = Temp::new("quick-start");
+    let server = registry_with_everything(&tmp.0.join("registry"));
+    let (c, _lock) = Consumer::new("quick-start", &server);
+    // As the user would: the example's own settings, with its registry line
+    // pointing where this registry is (the environment beats config files).
+    let cargo = |dir: &Path, args: &[&str]| {
+        let start = Instant::now();
+        let mut cmd = c.command("cargo", dir);
+        cmd.args(args).env("CARGO_REGISTRIES_KILN_INDEX", server.index_url()).env_remove("CUDARC_CUDA_VERSION");
+        let out = cmd.output().unwrap();
+        eprintln!("cargo {} in {}: {:.1?}", args.join(" "), dir.display(), start.elapsed());
+        out
+    };
+
+    let cuda = tmp.0.join("cuda");
+    copy_example("cuda", &cuda);
+    let build = cargo(&cuda, &["build"]);
+    assert!(build.status.success(), "the quick start did not build:\n{}", text(&build));
+    let log = String::from_utf8_lossy(&build.stderr);
+    assert!(!log.contains("was not used in the crate graph"), "the patch was left unused:\n{log}");
+    let exe = c.target.join("debug/quick-start-cuda");
+    let needed = needed(&exe);
+    // As linked against NVIDIA's libraries: their sonames (those the program calls; the linker drops the rest).
+    let sonames = ["libcuda.so.1", "libnvrtc.so.12", "libcurand.so.10", "libcublas.so.12", "libcublasLt.so.12"];
+    assert!(needed.iter().any(|n| n == "libcuda.so.1"), "{} should need libcuda.so.1: {needed:?}", exe.display());
+    for n in needed.iter().filter(|n| ["cuda", "nvrtc", "curand", "cublas"].iter().any(|w| n.contains(w))) {
+        assert!(sonames.contains(&n.as_str()), "{} needs {n}, not a soname of NVIDIA's CUDA 12 libraries: {needed:?}", exe.display());
+    }
+    let stubs = stand_ins(&c.target);
+    let run = c.command(exe.to_str().unwrap(), &cuda).env("LD_LIBRARY_PATH", &stubs).output().unwrap();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "the quick start failed:\n{}", text(&run));
+    assert!(out.contains(&format!("kiln kernels: {} artifacts, toolchain {}", m.artifacts.len(), m.toolchain.identity)), "{out}");
+    assert!(out.contains("no CUDA device (") && out.contains("kiln link stand-in"), "{out}");
+    assert!(out.contains("Cpu: sum((2x+1)^2) for x in 0..6 = 286"), "{out}");
+
+    // Without the stand-ins there is nothing to link against here: the C
+    // compiler (the linker rustc calls) finds no libcuda on its own.
+    let probe = tmp.0.join("probe.c");
+    fs::write(&probe, "int cuInit(unsigned);\nint main(void) { return cuInit(0); }\n").unwrap();
+    let linked = c.command("cc", &tmp.0).arg(&probe).arg("-lcuda").arg("-o").arg(tmp.0.join("probe")).output().unwrap();
+    assert!(!linked.status.success(), "this machine links -lcuda without kiln's stand-ins: the test proves nothing here");
+
+    let rocm = tmp.0.join("rocm");
+    copy_example("rocm", &rocm);
+    let build = cargo(&rocm, &["build"]);
+    assert!(build.status.success(), "the ROCm quick start did not build:\n{}", text(&build));
+    let run = c.command(c.target.join("debug/quick-start-rocm").to_str().unwrap(), &rocm).arg("gfx1100").output().unwrap();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "{}", text(&run));
+    for module in ["affine", "unary", "quantized"] {
+        let bundle = fs::metadata(dist.join(format!("hip/bundle/{module}.hipfb"))).unwrap().len();
+        let a = m.artifacts.iter().find(|a| a.path == format!("hip/gfx1100/{module}.hsaco")).unwrap();
+        let line = format!("{module}: bundle {bundle} bytes; for gfx1100: {} ({} bytes, sha256 {})", a.path, a.size, a.sha256);
+        assert!(out.contains(&line), "expected `{line}` in:\n{out}");
+    }
+}
+
+/// docs/consuming.md shows the quick start's settings as they are in
+/// examples/quick-start: the files a user copies from the page are the ones
+/// the test above builds.
+#[test]
+fn the_quick_start_in_the_docs_is_the_example_the_tests_build() {
+    let doc = fs::read_to_string(repo().join("docs/consuming.md")).unwrap();
+    for rel in ["cuda/Cargo.toml", "cuda/.cargo/config.toml", "cuda/src/main.rs"] {
+        let file = fs::read_to_string(repo().join("examples/quick-start").join(rel)).unwrap();
+        assert!(doc.contains(&file), "docs/consuming.md does not show examples/quick-start/{rel} as it is:\n{file}");
+    }
+}

@@ -15,6 +15,7 @@ pub mod cargo;
 pub mod compress;
 pub mod generate;
 pub use generate::LicenseText;
+pub mod link_stubs;
 pub mod parts;
 pub mod record;
 pub mod slices;

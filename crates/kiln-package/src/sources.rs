@@ -45,6 +45,9 @@ pub struct ToolchainFiles {
     pub nvidia_license: PathBuf,
     /// The Apache-2.0 text (from the toolchain's common-licenses).
     pub apache_license: PathBuf,
+    /// NVIDIA's link stubs (`libcuda.so`, `libcublas.so`, ...): the functions
+    /// and sonames the CUDA runtime crate's stand-ins are made from ([`crate::link_stubs`]).
+    pub cuda_stubs: PathBuf,
 }
 
 impl ToolchainFiles {
@@ -54,6 +57,7 @@ impl ToolchainFiles {
             cudart_static: root.join("usr/lib/x86_64-linux-gnu/libcudart_static.a"),
             nvidia_license: root.join("usr/share/doc/nvidia-cuda-dev/copyright"),
             apache_license: root.join("usr/share/common-licenses/Apache-2.0"),
+            cuda_stubs: root.join("usr/lib/x86_64-linux-gnu/stubs"),
         }
     }
 }
