@@ -231,6 +231,8 @@ const TOML_READERS: &[(&str, &str)] = &[
     ("crates/kiln-container/src/resolve.rs", "a Rust release channel file"),
     ("crates/kiln-dist/src/lock.rs", "artifacts.lock"),
     ("crates/kiln-dist/src/costs.rs", "job-costs.toml"),
+    ("crates/kiln-dist/src/provenance.rs", "the source crate's Cargo.toml (its licence)"),
+    ("crates/kiln-package/src/generate/text.rs", "a generated crate's Cargo.toml (its version)"),
     ("crates/kiln-package/src/generate/upstream.rs", "the source crate's Cargo.toml"),
     ("crates/kiln-publish/src/packaged.rs", "a packaged crate's Cargo.toml"),
     ("crates/kiln-publish/src/metadata.rs", "a packaged crate's Cargo.toml (the table packaged.rs parsed)"),

@@ -550,6 +550,8 @@ impl<'p> Builder<'p> {
                         source_root: &planned.sources[i].root,
                         manifest: &s.manifest,
                         cudart: self.cudart_of(set),
+                        pins: self.pins,
+                        jobs: g.job_records(i, &kiln_build::job::Hashes::default())?,
                     };
                     let (records, key) = package::crates(&what, &payloads, &s.folder.dir, say)?;
                     (records, Some(key))

@@ -73,6 +73,27 @@ impl Graph<'_> {
         command(&self.nodes[i]).unwrap_or_else(|| panic!("node {i} ({}) is not a compile", self.nodes[i]))
     }
 
+    /// Per artifact of set `set` (its manifest path), the job that made it:
+    /// its command and every file it read with its sha256 (the provenance
+    /// record in each crate, [`kiln_package::provenance`]).
+    pub fn job_records(
+        &self,
+        set: usize,
+        hashes: &kiln_build::job::Hashes,
+    ) -> Result<std::collections::BTreeMap<String, kiln_package::provenance::JobRecord>> {
+        let s = &self.sets[set];
+        let mut out = std::collections::BTreeMap::new();
+        for &i in s.modules.iter().chain(&s.archive) {
+            let job = self.job(i);
+            let mut inputs = Vec::new();
+            for input in &job.inputs {
+                inputs.push((input.at.clone(), hashes.of(&input.host)?));
+            }
+            out.insert(crate::collect::dist_path(job), kiln_package::provenance::JobRecord { argv: job.argv.clone(), inputs });
+        }
+        Ok(out)
+    }
+
     /// Jobs by what they are, for the opening line.
     pub fn describe(&self) -> String {
         let objects = self.nodes.iter().filter(|n| command(n).is_some_and(|j| j.kind == JobKind::Object)).count();

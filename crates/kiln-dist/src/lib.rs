@@ -25,6 +25,7 @@ pub mod merge;
 pub mod output;
 pub mod package;
 pub mod part;
+pub mod provenance;
 pub mod select;
 pub mod set_manifest;
 pub mod set_output;

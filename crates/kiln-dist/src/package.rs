@@ -43,6 +43,9 @@ pub struct What<'a> {
     /// The main crate name and version of the set whose CUDA runtime crate
     /// this set's parts link (`crate.cudart`); `None`: its own.
     pub cudart: Option<(String, String)>,
+    pub pins: &'a kiln_pins::Pins,
+    /// Per artifact (manifest path), the job that made it.
+    pub jobs: BTreeMap<String, kiln_package::provenance::JobRecord>,
 }
 
 /// Generates the set's crates around the payloads and packages them into
@@ -61,7 +64,8 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         .and_then(|l| l.ffi.as_ref())
         .with_context(|| format!("set `{}`: its crates need the static library's ffi file", set.name))?;
     let ffi_rs = w.source_root.join(ffi);
-    let (key, input_licenses) = package_key(w, artifact_crate, &version, &sources, &ffi_rs)?;
+    let provenance = crate::provenance::set_record(w, &sources)?;
+    let (key, input_licenses) = package_key(w, artifact_crate, &version, &sources, &ffi_rs, &provenance)?;
     let cached = cache.packages().join(&key);
     if let Some(records) = from_cache(cache, &cached, &key, staged, say)? {
         return Ok((records, key));
@@ -85,6 +89,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         toolchain: &toolchain,
         input_licenses: &input_licenses,
         kiln_version: env!("CARGO_PKG_VERSION"),
+        provenance: &provenance,
     };
     say(format!("packaging {} {version} crates", artifact_crate.name));
     let generated = match artifact_crate.api {
@@ -116,9 +121,12 @@ fn package_key(
     version: &str,
     sources: &Sources,
     ffi_rs: &Path,
+    provenance: &kiln_package::provenance::SetRecord,
 ) -> Result<(String, Vec<kiln_package::LicenseText>)> {
     let (set, cache) = (w.set, w.cache);
     let mut key_text = format!("{}\n", w.manifest.to_json());
+    // The provenance record each crate carries (kiln's commit, the pins, the jobs).
+    key_text.push_str(&format!("provenance {provenance:?}\n"));
     if let Some((name, version)) = &w.cudart {
         key_text.push_str(&format!("cudart of {name} {version}\n"));
     }
@@ -233,7 +241,7 @@ fn cache_key(runner: &Runner, name: &str, version: &str, manifest_json: &str, tr
     Ok(fetch::sha256_bytes(text.as_bytes()))
 }
 
-fn list_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn list_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     list_files(dir, &mut files)?;
     files.sort();

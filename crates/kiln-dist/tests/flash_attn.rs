@@ -254,6 +254,7 @@ fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
     lib_job.set = "flash-attn".into();
     let built = kiln_build::Built { path: library.clone(), key: String::new(), cached: true, seconds: 0.0 };
     let collected = kiln_dist::collect::staticlib(set, &plan.src.host, &lib_job, &built).unwrap();
+    let collected_path = collected.artifact.path.clone();
     let toolchain = kiln_dist::compilers::check(&runner, &pins, None, &[]).unwrap();
     let src = sources::fetch(&cache, set, &repo(), &say).unwrap();
     let manifest = kiln_dist::collect::manifest(set, false, &src.sha256, toolchain, &[collected]);
@@ -271,6 +272,8 @@ fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
         source_root: &src.root,
         manifest: &manifest,
         cudart: Some((candle.artifact_crate.as_ref().unwrap().name.clone(), candle.crate_version().unwrap())),
+        pins: &pins,
+        jobs: [(collected_path.clone(), kiln_package::provenance::JobRecord { argv: lib_job.argv.clone(), inputs: Vec::new() })].into(),
     };
     let staged = work.join("staged");
     fs::create_dir_all(&staged).unwrap();
@@ -284,6 +287,10 @@ fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
     );
     assert!(records.iter().all(|r| r.version == "0.11.1+kiln.1" && r.size <= kiln_package::CRATES_IO_LIMIT));
     let gen = staged.join("crates/src");
+    // Each crate names what made it (docs/consuming.md, "Provenance").
+    let record = fs::read_to_string(gen.join("drop-in").join(kiln_package::provenance::FILE)).unwrap();
+    let claims = kiln_package::provenance::read(&record, "the drop-in's record").unwrap();
+    assert_eq!(claims.built.as_ref().map(|b| b.set.as_str()), Some("flash-attn"));
     // Upstream's Rust, verbatim (lib.rs gains only the lines naming the parts).
     assert_eq!(fs::read(gen.join("drop-in/src/ffi.rs")).unwrap(), fs::read(src.root.join("src/ffi.rs")).unwrap());
     let lib_rs = fs::read_to_string(gen.join("drop-in/src/lib.rs")).unwrap();

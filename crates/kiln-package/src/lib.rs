@@ -17,6 +17,7 @@ pub mod generate;
 pub use generate::LicenseText;
 pub mod link_stubs;
 pub mod parts;
+pub mod provenance;
 pub mod record;
 pub mod slices;
 pub mod sources;

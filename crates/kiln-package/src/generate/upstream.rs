@@ -88,7 +88,10 @@ fn drop_in(g: &Gen, parts: &[Crate]) -> Result<Crate> {
         .into(),
     );
     package.insert("readme".into(), "README.md".into());
-    package.insert("include".into(), toml::Value::Array(["src/**", "README.md", "LICENSE-*", "Cargo.toml"].iter().map(|s| (*s).into()).collect()));
+    package.insert(
+        "include".into(),
+        toml::Value::Array(["src/**", "README.md", "LICENSE-*", "Cargo.toml", crate::provenance::FILE].iter().map(|s| (*s).into()).collect()),
+    );
     package.insert("repository".into(), crate::sources::REPOSITORY.into());
     let metadata = package.entry("metadata").or_insert_with(|| toml::Table::new().into());
     let kiln = metadata.as_table_mut().context("package.metadata is not a table")?.entry("kiln").or_insert_with(|| toml::Table::new().into());
