@@ -230,6 +230,13 @@ pub fn check_url(url: &str) -> Result<(String, String), Error> {
     Ok((scheme, host.to_ascii_lowercase()))
 }
 
+/// `scheme://host:port` of a checked URL, lowercased.
+fn origin(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    format!("{scheme}://{authority}").to_ascii_lowercase()
+}
+
 /// Where a redirect's `Location` points, from `base`.
 fn resolve_location(base: &str, location: &str) -> String {
     if location.contains("://") {
@@ -270,12 +277,13 @@ impl Client {
     /// head (the body not read yet) and the URL it came from.
     fn get(&self, url: &str, extra: &Extra) -> Result<(ureq::http::Response<ureq::Body>, String), Error> {
         let mut current = url.to_string();
-        let (first_scheme, first_host) = check_url(url)?;
+        check_url(url)?;
+        let first = origin(url);
         for _ in 0..=MAX_REDIRECTS {
             let (scheme, host) = check_url(&current)?;
             let mut req = self.agent(&current, &scheme, &host)?.get(&current);
-            // Credentials only ever go to the host and scheme they were given for.
-            if let Some(auth) = extra.auth.filter(|_| scheme == first_scheme && host == first_host) {
+            // Credentials only ever go to the origin (scheme, host and port) they were given for.
+            if let Some(auth) = extra.auth.filter(|_| origin(&current) == first) {
                 req = req.header("Authorization", auth.0.as_str());
             }
             for (k, v) in extra.headers {

@@ -1,0 +1,62 @@
+//! Proxies from the environment, as curl reads them: a loopback proxy
+//! records the request line it is sent. One test in its own binary: it sets
+//! the process's environment before the client reads it.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+
+use common::{options, reply, serve};
+use kiln_http::{Client, Extra, Kind};
+
+#[test]
+fn proxy_variables_are_honoured_and_no_proxy_bypasses_them() {
+    let tunnelled: common::Seen = Default::default();
+    let log = tunnelled.clone();
+    let (proxy, proxy_seen) = serve(move |head, s| {
+        if head.starts_with("CONNECT kiln-proxy-test.invalid:80 ") {
+            // The tunnel opened, the proxy then plays the server behind it.
+            let _ = s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+            let mut reader = BufReader::new(s.try_clone().unwrap());
+            let mut inner = String::new();
+            while reader.read_line(&mut inner).is_ok_and(|n| n > 2) {}
+            log.lock().unwrap().push(inner);
+            reply(s, "200 OK", "", b"via the proxy");
+        } else {
+            // Anything else (the HTTPS tunnel) refused: the client must still have asked for it.
+            reply(s, "403 Forbidden", "", b"");
+        }
+    });
+    let (direct, direct_seen) = serve(|_, s| reply(s, "200 OK", "", b"direct"));
+    std::env::set_var("http_proxy", &proxy);
+    std::env::set_var("HTTPS_PROXY", proxy.trim_start_matches("http://"));
+    std::env::set_var("NO_PROXY", "localhost,.bypass.example,127.0.0.1");
+    let client = Client::new(options());
+
+    // http: through http_proxy, in a CONNECT tunnel (ureq's way for every target).
+    let r = client.get_small("http://kiln-proxy-test.invalid/pkg.deb", 100, &Extra::default()).unwrap();
+    assert_eq!(r.body, b"via the proxy");
+    let seen = proxy_seen.lock().unwrap().clone();
+    assert!(seen[0].starts_with("CONNECT kiln-proxy-test.invalid:80 HTTP/1.1\r\n"), "{seen:?}");
+    let inner = tunnelled.lock().unwrap().clone();
+    assert!(inner[0].starts_with("GET /pkg.deb HTTP/1.1\r\n"), "{inner:?}");
+
+    // https: a CONNECT tunnel through HTTPS_PROXY (scheme-less, as curl takes it).
+    let e = client.get_small("https://kiln-proxy-test.invalid/index", 100, &Extra::default()).unwrap_err();
+    let seen = proxy_seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|h| h.starts_with("CONNECT kiln-proxy-test.invalid:443 ")), "{seen:?}");
+    assert!(e.to_string().starts_with("https://kiln-proxy-test.invalid/index"), "{e}");
+
+    // NO_PROXY: straight to the server.
+    let r = client.get_small(&format!("{direct}/x"), 100, &Extra::default()).unwrap();
+    assert_eq!(r.body, b"direct");
+    assert_eq!(direct_seen.lock().unwrap().len(), 1);
+    assert_eq!(proxy_seen.lock().unwrap().len(), 2, "the NO_PROXY host did not go through the proxy");
+
+    // A SOCKS proxy kiln does not speak: an error of each request, the variable named, its value not shown.
+    std::env::set_var("ALL_PROXY", "socks5://user:pw-secret@127.0.0.1:1080");
+    std::env::remove_var("http_proxy");
+    let client = Client::new(options());
+    let e = client.get_small("http://kiln-proxy-test.invalid/x", 10, &Extra::default()).unwrap_err();
+    assert!(matches!(e.kind, Kind::Proxy(_)) && e.to_string().contains("ALL_PROXY") && !e.to_string().contains("pw-secret"), "{e}");
+}
