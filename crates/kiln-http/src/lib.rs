@@ -15,7 +15,7 @@
 //!   folder. Credentials ([`Secret`]) are never in a message or `Debug`.
 //! - Proxies as curl reads them: `http_proxy` for http, `HTTPS_PROXY` for
 //!   https, `ALL_PROXY` for both, `NO_PROXY` (upper or lower case, but
-//!   `HTTP_PROXY`, as curl). TLS roots: `SSL_CERT_FILE`, else the system's
+//!   `HTTP_PROXY`, as curl). TLS roots: `CURL_CA_BUNDLE`, `SSL_CERT_FILE`, else the system's
 //!   bundle, else the Mozilla roots built in.
 
 mod error;
@@ -237,6 +237,17 @@ fn origin(url: &str) -> String {
     format!("{scheme}://{authority}").to_ascii_lowercase()
 }
 
+/// Where a redirect from `current` to `location` goes, or why it may not.
+fn next_hop(current: &str, location: &str) -> Result<String, &'static str> {
+    let next = resolve_location(current, location);
+    let from_https = current.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    match check_url(&next) {
+        Ok((scheme, _)) if from_https && scheme == "http" => Err("which would go from https down to http"),
+        Ok(_) => Ok(next),
+        Err(_) => Err("which is not an http(s) URL kiln fetches"),
+    }
+}
+
 /// Where a redirect's `Location` points, from `base`.
 fn resolve_location(base: &str, location: &str) -> String {
     if location.contains("://") {
@@ -302,11 +313,9 @@ impl Client {
             if self.options.redirects == Redirects::None {
                 return refuse("and kiln follows no redirect here (ask for the final URL)");
             }
-            let next = resolve_location(&current, &location);
-            match check_url(&next) {
-                Ok((s, _)) if scheme == "https" && s == "http" => return refuse("which would go from https down to http"),
-                Ok(_) => current = next,
-                Err(_) => return refuse("which is not an http(s) URL kiln fetches"),
+            match next_hop(&current, &location) {
+                Ok(next) => current = next,
+                Err(why) => return refuse(why),
             }
         }
         Err(Error::new(url, Kind::Redirect { status: 0, location: current, why: "after too many redirects" }))
@@ -458,4 +467,25 @@ pub(crate) fn agent(options: &Options, proxy: Option<ureq::Proxy>, roots: Arc<ur
         .timeout_global(Some(options.total))
         .build();
     Agent::new_with_config(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_resolve_and_never_go_down_to_http_or_elsewhere() {
+        let base = "https://mirror.example/debian/pool/a.deb";
+        assert_eq!(next_hop(base, "/other/b.deb").unwrap(), "https://mirror.example/other/b.deb");
+        assert_eq!(next_hop(base, "b.deb").unwrap(), "https://mirror.example/debian/pool/b.deb");
+        assert_eq!(next_hop(base, "//cdn.example/x").unwrap(), "https://cdn.example/x");
+        assert_eq!(next_hop(base, "https://cdn.example/x").unwrap(), "https://cdn.example/x");
+        assert_eq!(next_hop("http://mirror.example/a", "https://cdn.example/x").unwrap(), "https://cdn.example/x");
+        assert_eq!(next_hop(base, "http://cdn.example/x"), Err("which would go from https down to http"));
+        assert_eq!(next_hop("HTTPS://mirror.example/a", "HTTP://cdn.example/x"), Err("which would go from https down to http"));
+        for bad in ["file:///etc/passwd", "ftp://cdn.example/x", "https://u:p@cdn.example/x"] {
+            assert_eq!(next_hop(base, bad), Err("which is not an http(s) URL kiln fetches"), "{bad}");
+        }
+        assert_eq!(origin("HTTP://Host.Example:8080/x"), "http://host.example:8080");
+    }
 }

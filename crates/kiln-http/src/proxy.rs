@@ -8,7 +8,7 @@
 //!   sub-domains go direct; `*`: every host.
 //! - An HTTP(S) proxy only (no SOCKS); its `user:password@` is sent to it as
 //!   `Proxy-Authorization`, and the variable's value is never printed.
-//! - TLS roots: the PEM file `SSL_CERT_FILE` names, else the system's bundle
+//! - TLS roots: the PEM file `CURL_CA_BUNDLE` or else `SSL_CERT_FILE` names, else the system's bundle
 //!   (`/etc/ssl/certs/ca-certificates.crt`, where update-ca-certificates puts
 //!   a company's own CA too), else the Mozilla roots built into kiln.
 
@@ -32,13 +32,14 @@ fn var(names: &[&str]) -> Option<(String, String)> {
 }
 
 fn roots() -> Result<RootCerts, String> {
-    let (file, required) = match std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
-        Some(f) => (std::path::PathBuf::from(f), true),
-        None => (SYSTEM_BUNDLE.into(), false),
+    let named = ["CURL_CA_BUNDLE", "SSL_CERT_FILE"].into_iter().find_map(|v| std::env::var_os(v).filter(|f| !f.is_empty()).map(|f| (v, f)));
+    let (var, file, required) = match named {
+        Some((var, f)) => (var, std::path::PathBuf::from(f), true),
+        None => ("", SYSTEM_BUNDLE.into(), false),
     };
     let pem = match std::fs::read(&file) {
         Ok(p) => p,
-        Err(e) if required => return Err(format!("SSL_CERT_FILE names {}, which cannot be read: {e}", file.display())),
+        Err(e) if required => return Err(format!("{var} names {}, which cannot be read: {e}", file.display())),
         Err(_) => return Ok(RootCerts::WebPki),
     };
     let certs: Vec<_> = ureq::tls::parse_pem(&pem)
@@ -49,7 +50,7 @@ fn roots() -> Result<RootCerts, String> {
         .collect();
     if certs.is_empty() {
         if required {
-            return Err(format!("SSL_CERT_FILE names {}, which holds no PEM certificate", file.display()));
+            return Err(format!("{var} names {}, which holds no PEM certificate", file.display()));
         }
         return Ok(RootCerts::WebPki);
     }

@@ -81,7 +81,7 @@ fn a_body_shorter_than_the_pinned_size_is_an_error_and_one_of_the_size_is_kept_o
 }
 
 #[test]
-fn a_redirect_is_refused_unless_allowed_and_then_never_to_another_scheme_or_down_to_http() {
+fn a_redirect_is_refused_unless_allowed_and_then_never_to_another_scheme() {
     let (base, _) = serve(|head, s| match path(head) {
         "/moved" => reply(s, "302 Found", "Location: /final\r\n", b""),
         "/to-file" => reply(s, "301 Moved Permanently", "Location: file:///etc/passwd\r\n", b""),

@@ -1,5 +1,5 @@
-//! Proxies from the environment, as curl reads them: a loopback proxy
-//! records the request line it is sent. One test in its own binary: it sets
+//! Proxies and TLS roots from the environment, as curl reads them: a
+//! loopback proxy records the request line it is sent. One test in its own binary: it sets
 //! the process's environment before the client reads it.
 
 mod common;
@@ -10,7 +10,7 @@ use common::{options, reply, serve};
 use kiln_http::{Client, Extra, Kind};
 
 #[test]
-fn proxy_variables_are_honoured_and_no_proxy_bypasses_them() {
+fn proxy_and_tls_variables_are_honoured_and_no_proxy_bypasses_them() {
     let tunnelled: common::Seen = Default::default();
     let log = tunnelled.clone();
     let (proxy, proxy_seen) = serve(move |head, s| {
@@ -59,4 +59,17 @@ fn proxy_variables_are_honoured_and_no_proxy_bypasses_them() {
     let client = Client::new(options());
     let e = client.get_small("http://kiln-proxy-test.invalid/x", 10, &Extra::default()).unwrap_err();
     assert!(matches!(e.kind, Kind::Proxy(_)) && e.to_string().contains("ALL_PROXY") && !e.to_string().contains("pw-secret"), "{e}");
+
+    // TLS roots named by the environment (curl's CURL_CA_BUNDLE, then SSL_CERT_FILE): one that is no
+    // bundle is an error naming the variable, never a quiet fallback to other roots.
+    std::env::remove_var("ALL_PROXY");
+    let bundle = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bundle.path(), "not a certificate").unwrap();
+    std::env::set_var("CURL_CA_BUNDLE", bundle.path());
+    let e = Client::new(options()).get_small("https://kiln-proxy-test.invalid/x", 10, &Extra::default()).unwrap_err();
+    assert!(e.to_string().contains("CURL_CA_BUNDLE names") && e.to_string().contains("no PEM certificate"), "{e}");
+    std::env::remove_var("CURL_CA_BUNDLE");
+    std::env::set_var("SSL_CERT_FILE", "/nonexistent/kiln-test-bundle.pem");
+    let e = Client::new(options()).get_small("https://kiln-proxy-test.invalid/x", 10, &Extra::default()).unwrap_err();
+    assert!(e.to_string().contains("SSL_CERT_FILE names /nonexistent/kiln-test-bundle.pem, which cannot be read"), "{e}");
 }
