@@ -55,12 +55,14 @@ impl std::error::Error for HashMismatch {}
 
 /// The client of every pinned download: redirects followed (the bytes are
 /// checked against the pin wherever they come from), 20 s to connect, a
-/// minute without a byte is a stalled server.
+/// minute without a byte is a stalled server, and 6 h in all (a 500 MB
+/// package at 25 KB/s: the stall bound is what catches a dead transfer).
 fn client() -> &'static kiln_http::Client {
     static CLIENT: std::sync::OnceLock<kiln_http::Client> = std::sync::OnceLock::new();
     CLIENT.get_or_init(|| {
         let mut options = kiln_http::Options::new(concat!("kiln/", env!("CARGO_PKG_VERSION")));
         options.redirects = kiln_http::Redirects::Pinned;
+        options.total = std::time::Duration::from_secs(6 * 3600);
         kiln_http::Client::new(options)
     })
 }
