@@ -290,6 +290,7 @@ impl Client {
         let mut current = url.to_string();
         check_url(url)?;
         let first = origin(url);
+        let mut last_status = 0;
         for _ in 0..=MAX_REDIRECTS {
             let (scheme, host) = check_url(&current)?;
             let mut req = self.agent(&current, &scheme, &host)?.get(&current);
@@ -305,6 +306,7 @@ impl Client {
             if !(300..400).contains(&status) || status == 304 {
                 return Ok((response, current));
             }
+            last_status = status;
             let location = response.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or("").to_string();
             let refuse = |why| Err(Error::new(&current, Kind::Redirect { status, location: location.clone(), why }));
             if location.is_empty() {
@@ -318,7 +320,7 @@ impl Client {
                 Err(why) => return refuse(why),
             }
         }
-        Err(Error::new(url, Kind::Redirect { status: 0, location: current, why: "after too many redirects" }))
+        Err(Error::new(url, Kind::Redirect { status: last_status, location: current, why: "after too many redirects" }))
     }
 
     /// `GET url` whole into memory, at most `cap` bytes (an index, a record).
