@@ -269,8 +269,8 @@ fn resolve_location(base: &str, location: &str) -> String {
 
 impl Client {
     /// A client reading its proxies and TLS roots from the environment.
-    /// A variable kiln cannot use (an unreadable `SSL_CERT_FILE`, a SOCKS
-    /// proxy) is an error of each request it would apply to.
+    /// A variable kiln cannot use (an unreadable `SSL_CERT_FILE`, a proxy
+    /// of another scheme) is an error of each request it would apply to.
     pub fn new(options: Options) -> Client {
         let agents = proxy::Agents::from_env(&options);
         Client { options, agents }

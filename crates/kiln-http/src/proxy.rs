@@ -6,8 +6,10 @@
 //!   through `ALL_PROXY`/`all_proxy`.
 //! - `NO_PROXY`/`no_proxy`: host names (a leading `.` optional) whose host and
 //!   sub-domains go direct; `*`: every host.
-//! - An HTTP(S) proxy only (no SOCKS); its `user:password@` is sent to it as
-//!   `Proxy-Authorization`, and the variable's value is never printed.
+//! - An HTTP(S) proxy (a `CONNECT` tunnel, for http targets too) or a SOCKS
+//!   one (`socks4`, `socks4a`, `socks5`: names resolved here, `socks5h`: by
+//!   the proxy); its `user:password@` goes to the proxy only, and the
+//!   variable's value is never printed.
 //! - TLS roots: the PEM file `CURL_CA_BUNDLE` or else `SSL_CERT_FILE` names, else the system's bundle
 //!   (`/etc/ssl/certs/ca-certificates.crt`, where update-ca-certificates puts
 //!   a company's own CA too), else the Mozilla roots built into kiln.
@@ -60,8 +62,10 @@ fn roots() -> Result<RootCerts, String> {
 fn proxy_agent(options: &Options, roots: &Arc<RootCerts>, (name, value): (String, String)) -> Result<Agent, String> {
     let value = if value.contains("://") { value } else { format!("http://{value}") };
     let scheme = value.split("://").next().unwrap_or("").to_ascii_lowercase();
-    if scheme != "http" && scheme != "https" {
-        return Err(format!("{name} names a {scheme} proxy; kiln goes through HTTP(S) proxies only (its value is not shown)"));
+    if !["http", "https", "socks4", "socks4a", "socks5", "socks5h"].contains(&scheme.as_str()) {
+        return Err(format!(
+            "{name} names a proxy of a scheme kiln does not speak (http, https, socks4, socks4a, socks5, socks5h; its value is not shown)"
+        ));
     }
     let proxy = Proxy::new(&value).map_err(|_| format!("{name} is not a proxy URL kiln can use (its value is not shown)"))?;
     Ok(crate::agent(options, Some(proxy), roots.clone()))
