@@ -52,7 +52,6 @@ in
         pkgs.cargo-nextest
         # The xtask runs every compiler in a bubblewrap sandbox rooted at KILN_SYSROOT.
         pkgs.bubblewrap
-        pkgs.curl
         pkgs.dpkg
       ];
       # The one variable the xtask reads from the shell: use this toolchain

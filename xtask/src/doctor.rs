@@ -27,7 +27,7 @@ pub fn run(pins_path: &Path) -> Result<()> {
     let cache = Cache::from_env()?;
     let from = if std::env::var_os(kiln_toolchain::cache::ENV).is_some() { "from KILN_CACHE_DIR" } else { "default; KILN_CACHE_DIR moves it" };
     line(true, "cache", format!("{} ({from})", cache.root().display()));
-    for (tool, install) in [("bwrap", "apt-get install bubblewrap"), ("curl", "apt-get install curl"), ("dpkg-deb", "apt-get install dpkg")] {
+    for (tool, install) in [("bwrap", "apt-get install bubblewrap"), ("dpkg-deb", "apt-get install dpkg")] {
         match sysroot::which(tool, install) {
             Ok(p) => line(true, tool, p.display().to_string()),
             Err(_) => line(false, tool, format!("not on PATH: {install} (or run `bash .ci/setup`)")),

@@ -265,7 +265,7 @@ fn dev_shell_provides_the_pinned_toolchain_and_the_xtask_accepts_it() {
 
     // The tools `cargo xtask dist` and the tests need come from the shell's inputs, not the host.
     let path = var("PATH");
-    for tool in ["cargo", "rustc", "cargo-clippy", "rustfmt", "cargo-nextest", "bwrap", "curl", "dpkg-deb"] {
+    for tool in ["cargo", "rustc", "cargo-clippy", "rustfmt", "cargo-nextest", "bwrap", "dpkg-deb"] {
         let found = std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file());
         match found {
             Some(p) => assert!(p.starts_with("/nix/store"), "{tool} comes from the host ({}), not the shell", p.display()),

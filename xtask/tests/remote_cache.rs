@@ -164,7 +164,7 @@ fn read_only_mode_and_a_refused_write_store_nothing_but_still_read() {
     let o = run(dist(&cache_at(&s.0.join("c4")), &server.url(), &s.0.join("o4"), &["--remote-cache-read-only", "--no-compile"]));
     assert!(o.status.success(), "{}", text(&o));
 
-    // A token that could smuggle a curl option in is refused before anything runs, and not printed.
+    // A token that could smuggle a header line in is refused before anything runs, and not printed.
     let mut c = dist(&cache_at(&s.0.join("c5")), &server.url(), &s.0.join("o5"), &[]);
     c.env(remote::TOKEN_ENV, "abc\noutput = /tmp/owned");
     let o = run(c);
@@ -189,16 +189,15 @@ fn toolchain_packages_come_from_the_remote_checked_against_their_pins() {
     fs::copy(&real, cas.join(&deb.sha256)).unwrap();
     let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mirrors = vec![format!("http://127.0.0.1:{closed}/debian")];
-    let sh = xshell::Shell::new().unwrap();
     let config = || remote::Config::new(&server.url()).unwrap();
     let cache = Cache::at(s.0.join("cache")).unwrap().with_remote(Some(config()));
-    let got = kiln_toolchain::fetch::fetch_deb(&sh, &cache, &mirrors, &deb).unwrap();
+    let got = kiln_toolchain::fetch::fetch_deb(&cache, &mirrors, &deb).unwrap();
     assert_eq!(sha256(&got), deb.sha256);
 
     // Other bytes on the server: not taken; with no mirror to fall back on, the error says so.
     fs::write(cas.join(&deb.sha256), b"not the package").unwrap();
     let cache = Cache::at(s.0.join("cache2")).unwrap().with_remote(Some(config()));
-    let err = format!("{:#}", kiln_toolchain::fetch::fetch_deb(&sh, &cache, &mirrors, &deb).unwrap_err());
+    let err = format!("{:#}", kiln_toolchain::fetch::fetch_deb(&cache, &mirrors, &deb).unwrap_err());
     assert!(err.contains("could not download") && err.contains(&deb.name), "{err}");
     assert!(!cache.debs().join(format!("{}.deb", deb.sha256)).exists(), "damaged bytes were kept");
 }

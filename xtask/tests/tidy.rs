@@ -72,8 +72,12 @@ fn assert_none(what: &str, violations: Vec<String>) {
 const BUILD_SIDE: &[&str] = &["kiln-build", "kiln-toolchain", "kiln-dist"];
 
 /// Crates whose dependencies are exactly bounded (normal and build dependencies).
-const LEAVES: &[(&str, &[&str])] =
-    &[("kiln-target", &["serde"]), ("kiln-manifest", &["kiln-target", "serde", "serde_json", "sha2"]), ("kiln-fs", &["anyhow"])];
+const LEAVES: &[(&str, &[&str])] = &[
+    ("kiln-target", &["serde"]),
+    ("kiln-manifest", &["kiln-target", "serde", "serde_json", "sha2"]),
+    ("kiln-fs", &["anyhow"]),
+    ("kiln-http", &["base64", "sha2", "tempfile", "ureq"]),
+];
 
 /// A crate's dependencies: (name, kind: "normal" / "build" / "dev", optional).
 type Deps = BTreeMap<String, Vec<(String, String, bool)>>;
@@ -199,6 +203,7 @@ fn the_dependency_check_catches_violations() {
         {"name": "kiln-target", "dependencies": [{"name": "serde", "kind": null, "optional": false}, {"name": "anyhow", "kind": null, "optional": false}]},
         {"name": "kiln-manifest", "dependencies": [{"name": "kiln-target", "kind": null, "optional": false}, {"name": "tempfile", "kind": "dev", "optional": false}]},
         {"name": "kiln-fs", "dependencies": []},
+        {"name": "kiln-http", "dependencies": []},
         {"name": "kiln-loader", "dependencies": [{"name": "kiln-manifest", "kind": null, "optional": false}]},
         {"name": "kiln-kernel-tests", "dependencies": [{"name": "kiln-helper", "kind": "dev", "optional": false}]},
         {"name": "kiln-helper", "dependencies": [{"name": "kiln-dist", "kind": null, "optional": false}]},
@@ -470,7 +475,7 @@ fn the_hex_encoder_check_catches_violations() {
 
 /// The programs started (`Command::new`, xshell's `cmd!`) outside kiln-toolchain,
 /// none of them a compiler.
-const PROGRAMS: &[&str] = &["cargo", "curl", "dpkg-deb", "rocminfo"];
+const PROGRAMS: &[&str] = &["cargo", "dpkg-deb", "rocminfo"];
 
 /// Files that start a program named by a variable, each with what it is.
 const PROGRAMS_BY_VARIABLE: &[(&str, &str)] = &[("crates/kiln-kernel-tests/src/matrix.rs", "the kernel tests' own test binaries")];
@@ -503,6 +508,67 @@ fn process_violations(files: &[(String, String)], programs: &[&str], by_variable
 #[test]
 fn compilers_run_only_through_the_runner() {
     assert_none("processes started outside kiln-toolchain", process_violations(&sources(), PROGRAMS, PROGRAMS_BY_VARIABLE));
+}
+
+// ---------------------------------------------------------------------------
+// HTTP goes through kiln-http.
+
+/// Programs that speak HTTP, which kiln never starts (kiln-toolchain included).
+const HTTP_PROGRAMS: &[&str] = &["curl", "wget"];
+/// HTTP client crates, which only kiln-http depends on.
+const HTTP_CRATES: &[&str] = &["ureq", "reqwest", "hyper", "curl", "isahc", "attohttpc", "minreq"];
+
+/// Every start of an HTTP program, anywhere, and every crate but kiln-http that
+/// depends on an HTTP client crate.
+fn http_violations(files: &[(String, String)], deps: &Deps) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        let code = lex::lex(text).code;
+        for start in ["Command::new(", "cmd!("] {
+            for (at, _) in code.match_indices(start) {
+                let args = &code[at + start.len()..];
+                let args = if start == "cmd!(" { args.split_once(',').map_or("", |(_, r)| r) } else { args };
+                let program = args.trim_start().strip_prefix('"').map(|s| s.split([' ', '"']).next().unwrap_or(""));
+                if let Some(p) = program.filter(|p| HTTP_PROGRAMS.contains(p)) {
+                    let line = code[..at].matches('\n').count() + 1;
+                    out.push(format!("{path}:{line}: starts `{p}`; HTTP goes through kiln-http's Client"));
+                }
+            }
+        }
+    }
+    for (krate, list) in deps.iter().filter(|(k, _)| *k != "kiln-http") {
+        for (d, kind, _) in list.iter().filter(|(d, _, _)| HTTP_CRATES.contains(&d.as_str())) {
+            out.push(format!("{krate} depends on {d} ({kind}); HTTP goes through kiln-http"));
+        }
+    }
+    out
+}
+
+/// Architecture Invariant: every download, upload and cache request goes
+/// through kiln-http (no curl at run time: the builder image has none).
+#[test]
+fn http_goes_only_through_kiln_http() {
+    assert_none("HTTP outside kiln-http", http_violations(&sources_and_template(), &workspace_deps(&metadata())));
+}
+
+#[test]
+fn the_http_check_catches_violations() {
+    let files = [
+        ("crates/kiln-toolchain/src/fetch.rs".to_string(), "fn f(sh: &Shell) { cmd!(sh, \"curl --fail {url}\").run(); }".to_string()),
+        ("crates/kiln-x/src/b.rs".into(), "fn g() { Command::new(\"wget\"); Command::new(\"cargo\"); } // Command::new(\"curl\")".into()),
+    ];
+    let deps = Deps::from([
+        ("kiln-http".to_string(), vec![("ureq".to_string(), "normal".to_string(), false)]),
+        ("kiln-publish".to_string(), vec![("reqwest".to_string(), "normal".to_string(), false)]),
+    ]);
+    assert_eq!(
+        http_violations(&files, &deps),
+        [
+            "crates/kiln-toolchain/src/fetch.rs:1: starts `curl`; HTTP goes through kiln-http's Client",
+            "crates/kiln-x/src/b.rs:1: starts `wget`; HTTP goes through kiln-http's Client",
+            "kiln-publish depends on reqwest (normal); HTTP goes through kiln-http",
+        ]
+    );
 }
 
 #[test]

@@ -113,7 +113,7 @@ fn fetch_into(remote: &Remote, key: &str, output: &str, dir: &Path) -> Result<Op
         return damaged(format!("it names the output `{}`, not `{output}`", record.output.escape_default()));
     }
     let out = dir.join(output);
-    match remote.get_cas(&record.sha256, &out) {
+    match remote.get_cas(&record.sha256, Some(record.size), &out) {
         Got::Found => {}
         Got::NotFound => {
             // A record without its bytes: the build here writes both again.

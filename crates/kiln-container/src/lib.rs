@@ -31,7 +31,6 @@ use kiln_toolchain::{
     sysroot, wheel, Cache,
 };
 use rootfs::{Extra, Input};
-use xshell::Shell;
 
 /// The images, by the key their table has in `[containers]`.
 pub const IMAGES: &[&str] = &["builder", "rocm", "cuda"];
@@ -59,7 +58,7 @@ pub fn closures(pins: &Pins) -> Result<kiln_pins::ContainerClosures> {
 }
 
 /// Where the builder keeps the pinned wheels (`<sha256>.whl`), and points
-/// [`wheel::SEED_ENV`] at: a dist in the image downloads none of them (it has no curl).
+/// [`wheel::SEED_ENV`] at: a dist in the image downloads none of them.
 pub const WHEELS_DIR: &str = ".kiln/wheels";
 
 /// Every pinned wheel, which the builder carries in [`WHEELS_DIR`]: the
@@ -120,9 +119,13 @@ pub fn fetch_rust(cache: &Cache, component: &RustComponent) -> Result<PathBuf> {
     fs::create_dir_all(&dir)?;
     let dest = dir.join(format!("{}.tar.gz", component.sha256));
     if !dest.exists() {
-        let sh = Shell::new()?;
         let what = format!("{} {} ({})", component.name, component.version, component.target);
-        fetch::download_verified(&sh, &component.url, &component.sha256, &what, &dest)?;
+        // The pin's size, once `--update` recorded it; the channel file gives none.
+        let limit = match component.size {
+            0 => fetch::Limit::AtMost(fetch::UNPINNED_SIZE_CAP),
+            n => fetch::Limit::Exactly(n),
+        };
+        fetch::download_verified(&component.url, &component.sha256, limit, &what, &dest)?;
     }
     Ok(dest)
 }
@@ -150,13 +153,12 @@ pub fn build(cache: &Cache, pins: &Pins, outputs: &Outputs, say: &(dyn Fn(String
     let toolchain = pins.closure()?;
     sysroot::which("dpkg-deb", "apt-get install dpkg")?;
 
-    let sh = Shell::new()?;
     let mut inputs = Vec::new();
     let debs: Vec<_> = toolchain.debs.iter().chain(&closures.builder.debs).collect();
     let total: u64 = debs.iter().map(|d| d.size).sum::<u64>();
     say(format!("{}: {} packages ({:.0} MB), Rust {}", c.builder.name, debs.len(), total as f64 / 1e6, c.builder.rust));
     for d in &debs {
-        let path = fetch::fetch_deb(&sh, cache, &pins.toolchain.mirrors, d)?;
+        let path = fetch::fetch_deb(cache, &pins.toolchain.mirrors, d)?;
         // Re-hashed even when cached: these bytes become a published image.
         fetch::verify_file(&path, &d.sha256, &format!("{} {} (cached)", d.name, d.version))?;
         inputs.push(Input::Deb { path, what: format!("{} {}", d.name, d.version) });
@@ -168,7 +170,7 @@ pub fn build(cache: &Cache, pins: &Pins, outputs: &Outputs, say: &(dyn Fn(String
     }
     let mut extras = builder_extras(pins)?;
     for pin in builder_wheels(pins) {
-        let path = wheel::fetch_wheel(&sh, cache, pin)?;
+        let path = wheel::fetch_wheel(cache, pin)?;
         let bytes = fs::read(&path)?;
         // Re-hashed as read: these bytes become a published image.
         if sha256_bytes(&bytes) != pin.sha256 {

@@ -11,7 +11,6 @@ use std::{fs, path::Path};
 use anyhow::{bail, Context, Result};
 use kiln_pins::{Closure, ContainerClosures, ImagePackages, Pins, RustComponent};
 use kiln_toolchain::{fetch, resolve, sysroot, Cache};
-use xshell::{cmd, Shell};
 
 use crate::containers;
 
@@ -75,11 +74,7 @@ pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Conta
 pub fn rust_release(cache: &Cache, version: &str, say: &dyn Fn(String)) -> Result<Vec<RustComponent>> {
     let url = format!("{RUST_DIST}/channel-rust-{version}.toml");
     say(format!("Rust {version}: reading {url}"));
-    let sh = Shell::new()?;
-    let text = cmd!(sh, "curl --fail --location --silent --show-error --retry 3 --connect-timeout 20 {url}")
-        .quiet()
-        .read()
-        .with_context(|| format!("cannot read {url}: is {version} a released Rust version?"))?;
+    let text = fetch::get_index(&url).with_context(|| format!("cannot read {url}: is {version} a released Rust version?"))?;
     let channel: toml::Table = toml::from_str(&text).with_context(|| format!("{url} is not a channel file"))?;
     let mut out = Vec::new();
     for name in RUST_COMPONENTS {

@@ -14,7 +14,6 @@ use kiln_toolchain::{
     wheel::{self, Tool},
     Cache, Mount, Runner,
 };
-use xshell::Shell;
 
 /// `1:17.0.6-22+b2` → `17.0.6`; `12.4.131~12.4.1-2` → `12.4.131`: the
 /// upstream version inside a Debian version (no epoch, revision or `~` suffix).
@@ -53,7 +52,7 @@ fn mismatch(what: &str, found: &str, pin: &PackagePin) -> anyhow::Error {
 /// cannot run against the sysroot's libraries fails here, not in every job.
 pub fn ptxas(runner: &Runner, cache: &Cache, pins: &Pins) -> Result<Option<Tool>> {
     let Some(pin) = &pins.toolchain.ptxas else { return Ok(None) };
-    let tool = wheel::tool(&Shell::new()?, cache, pin, PTXAS_MEMBER)?;
+    let tool = wheel::tool(cache, pin, PTXAS_MEMBER)?;
     let dir = cache.scratch("ptxas-check")?;
     let result = (|| -> Result<String> {
         store::link_or_copy(&tool.path, &dir.join("ptxas"))?;

@@ -13,7 +13,6 @@ use anyhow::{bail, Context, Result};
 use kiln_build::upstream;
 use kiln_pins::{KernelSet, Source};
 use kiln_toolchain::{fetch, wheel, Cache};
-use xshell::Shell;
 
 /// A set's verified sources.
 #[derive(Clone, Debug)]
@@ -49,8 +48,7 @@ pub fn fetch(cache: &Cache, set: &KernelSet, base: &Path, say: &dyn Fn(String)) 
 pub fn inputs(cache: &Cache, set: &KernelSet, say: &dyn Fn(String)) -> Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
     for input in &set.inputs {
-        let sh = Shell::new()?;
-        let tree = wheel::tree(&sh, cache, &input.wheel, &input.tree).with_context(|| format!("set `{}`, input `{}`", set.name, input.name))?;
+        let tree = wheel::tree(cache, &input.wheel, &input.tree).with_context(|| format!("set `{}`, input `{}`", set.name, input.name))?;
         say(format!(
             "set `{}`: input `{}` is {} files of {} ({}), each checked against the wheel's RECORD",
             set.name, input.name, tree.files, tree.origin, input.tree
@@ -66,8 +64,7 @@ pub fn input_licenses(cache: &Cache, set: &KernelSet) -> Result<Vec<kiln_package
     let mut out = Vec::new();
     for input in &set.inputs {
         let Some(license) = &input.license else { continue };
-        let sh = Shell::new()?;
-        let bytes = wheel::member(&sh, cache, &input.wheel, &license.file)
+        let bytes = wheel::member(cache, &input.wheel, &license.file)
             .with_context(|| format!("set `{}`, input `{}`: its licence {}", set.name, input.name, license.file))?;
         let text = String::from_utf8(bytes).with_context(|| format!("set `{}`, input `{}`: {} is not UTF-8", set.name, input.name, license.file))?;
         // Named for the licence and the input: `cargo xtask publish` looks for the SPDX name's text.

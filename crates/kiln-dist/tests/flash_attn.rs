@@ -16,7 +16,6 @@ use kiln_build::{cuda, plan::INPUTS_AT, run_all, Arch, JobKind, Plan};
 use kiln_dist::{graph, sources, Selection};
 use kiln_pins::{KernelSet, Pins, Sm};
 use kiln_toolchain::{wheel, Cache, Mount, Runner};
-use xshell::Shell;
 
 mod common;
 use common::{pins, repo, runner};
@@ -101,8 +100,7 @@ fn cutlass_comes_from_the_pinned_wheel_checked_against_its_record_and_is_cutlass
     let dir = std::env::temp_dir().join(format!("kiln-cutlass-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     let cache = Cache::at(dir.clone()).unwrap();
-    let sh = Shell::new().unwrap();
-    let tree = wheel::tree(&sh, &cache, &input.wheel, &input.tree).unwrap();
+    let tree = wheel::tree(&cache, &input.wheel, &input.tree).unwrap();
     assert_eq!(tree.files, 631, "cute/ and cutlass/ of the wheel's include folder");
     assert!(cache.wheels().join(format!("{}.whl", input.wheel.sha256)).is_file());
     // The commit upstream's build.rs pins is the tag v3.5.0: the headers must say so.
@@ -117,13 +115,13 @@ fn cutlass_comes_from_the_pinned_wheel_checked_against_its_record_and_is_cutlass
     let victim = tree.path.join("cute/tensor.hpp");
     let good = fs::read(&victim).unwrap();
     fs::write(&victim, b"#error damaged\n").unwrap();
-    let again = wheel::tree(&sh, &cache, &input.wheel, &input.tree).unwrap();
+    let again = wheel::tree(&cache, &input.wheel, &input.tree).unwrap();
     assert_eq!(fs::read(again.path.join("cute/tensor.hpp")).unwrap(), good);
     assert_eq!(fs::read_dir(cache.root().join("damaged")).unwrap().count(), 1);
     // A damaged cached wheel is downloaded again when the tree must be unpacked again.
     fs::write(cache.wheels().join(format!("{}.whl", input.wheel.sha256)), b"not a wheel").unwrap();
     fs::remove_file(again.path.join("cute/tensor.hpp")).unwrap();
-    assert_eq!(wheel::tree(&sh, &cache, &input.wheel, &input.tree).unwrap().files, 631);
+    assert_eq!(wheel::tree(&cache, &input.wheel, &input.tree).unwrap().files, 631);
     fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -320,8 +318,7 @@ fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
     // The parts hold compiled CUTLASS: its BSD-3-Clause text, out of the pinned wheel (checked against
     // RECORD), beside kiln's; the drop-in holds only upstream's Rust, under upstream's licence.
     let cutlass = set.input("cutlass").unwrap();
-    let cutlass_license =
-        kiln_toolchain::wheel::member(&xshell::Shell::new().unwrap(), &cache, &cutlass.wheel, &cutlass.license.as_ref().unwrap().file).unwrap();
+    let cutlass_license = kiln_toolchain::wheel::member(&cache, &cutlass.wheel, &cutlass.license.as_ref().unwrap().file).unwrap();
     assert!(String::from_utf8_lossy(&cutlass_license).contains("Redistribution and use in source and binary forms"));
     for i in 0..3 {
         assert_eq!(part(i)["package"]["license"].as_str(), Some("(MIT OR Apache-2.0) AND BSD-3-Clause"));

@@ -101,7 +101,7 @@ pub struct IndexEntry {
 impl Config {
     /// A registry's `config.json` as served from `url`: its `dl` and `api`
     /// must be http(s) URLs, since kiln sends the registry's token to `api`
-    /// and a `file://` one would have curl read a local file into the error.
+    /// and a `file://` one once had curl read a local file into the error.
     pub fn parse(url: &str, body: &[u8]) -> Result<Config> {
         let config: Config = serde_json::from_slice(body).with_context(|| format!("{url} is not a registry config.json"))?;
         for (field, value) in [("dl", Some(&config.dl)), ("api", config.api.as_ref())] {
@@ -256,8 +256,8 @@ fn token(name: &str, lookup: &Lookup) -> Result<(Option<String>, Option<String>)
     Ok((None, None))
 }
 
-/// A token is sent as one HTTP header line (through curl's config): a newline
-/// or any other control character in it could add headers or curl options, so
+/// A token is sent as one HTTP header line: a newline or any other control
+/// character in it could add headers, so
 /// it is refused, naming where it came from and never showing it.
 pub fn check_token(token: &str, from: &str) -> Result<()> {
     if let Some(c) = token.chars().find(|c| c.is_control()) {
@@ -300,7 +300,7 @@ mod tests {
         let url = "http://127.0.0.1:1/config.json";
         let ok = Config::parse(url, br#"{"dl":"http://127.0.0.1:1/dl","api":"HTTPS://registry.example"}"#).unwrap();
         assert_eq!(ok.api.as_deref(), Some("HTTPS://registry.example"));
-        // What made `publish --execute` print the environment: curl read the file into the error.
+        // What made `publish --execute` print the environment: curl (then kiln's client) read the file into the error.
         let e = format!("{:#}", Config::parse(url, br#"{"dl":"http://127.0.0.1:1/dl","api":"file:///proc/self/environ#"}"#).unwrap_err());
         assert!(e.starts_with(url) && e.contains("`api` is \"file:///proc/self/environ#\", not an http:// or https:// URL"), "{e}");
         for dl in ["ftp://x/", "/srv/crates", "gopher://x"] {

@@ -1,8 +1,8 @@
 //! A registry that answers with something other than HTTP URLs: a loopback
 //! server whose `config.json` names `file:///proc/self/environ#` as its
 //! upload API once made `publish --execute` print the whole environment (the
-//! token and CI's secrets) in its error. Now the config is refused, and curl
-//! itself takes no scheme but http(s).
+//! token and CI's secrets) in its error. Now the config is refused, and the
+//! HTTP client itself takes no scheme but http(s).
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -41,21 +41,21 @@ fn a_registry_whose_api_is_a_local_file_is_refused_and_nothing_of_the_environmen
 }
 
 #[test]
-fn curl_is_never_asked_for_another_scheme_than_http() {
+fn no_scheme_but_http_is_ever_requested() {
     // The last line of defence below the config check: a request for a
-    // file:// URL fails in curl, and no byte of that file reaches the error.
+    // file:// URL fails in the client, and no byte of that file reaches the error.
     std::env::set_var("KILN_TEST_SECRET", "do-not-print-me");
     for url in ["file:///proc/self/environ#", "FILE:///proc/self/environ", "dict://127.0.0.1:1/"] {
         let e = format!("{:#}", http::put(url, b"crate", None).unwrap_err());
         assert!(!e.contains("do-not-print-me") && !e.contains("PATH="), "{url}: {e}");
-        assert!(e.contains("Protocol") || e.contains("protocol"), "curl names the refused scheme: {url}: {e}");
+        assert!(e.contains("not an http:// or https:// URL"), "the client names the refused scheme: {url}: {e}");
     }
 }
 
 #[test]
 fn a_request_writes_nothing_through_links_planted_at_predictable_temp_names() {
     // Before, curl's files were /tmp/kiln-publish-<pid>-<n>-{response,body},
-    // written with fs::write: a link planted there (by another user of /tmp)
+    // written with fs::write (now no file is written at all): a link planted there (by another user of /tmp)
     // had the upload written into whatever it pointed at.
     let index = serve(r#"{"dl":"http://127.0.0.1:1/dl"}"#);
     let victim = tempfile::NamedTempFile::new().unwrap();

@@ -8,9 +8,9 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+pub use kiln_http::Limit;
 use kiln_pins::Deb;
 use sha2::{Digest, Sha256};
-use xshell::{cmd, Shell};
 
 use crate::cache::Cache;
 
@@ -53,34 +53,100 @@ impl std::fmt::Display for HashMismatch {
 
 impl std::error::Error for HashMismatch {}
 
-/// Downloads `url` to `dest` only if its sha256 is `sha256`. Nothing is left
-/// at `dest` otherwise.
-pub fn download_verified(sh: &Shell, url: &str, sha256: &str, what: &str, dest: &Path) -> Result<()> {
-    let part = dest.with_extension(format!("part.{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        let out = cmd!(sh, "curl --fail --location --silent --show-error --retry 3 --connect-timeout 20 --output {part} {url}")
-            .quiet()
-            .ignore_status()
-            .output()
-            .context("cannot run curl (apt-get install curl)")?;
-        if !out.status.success() {
-            bail!("cannot download {what} from {url}: {}", String::from_utf8_lossy(&out.stderr).trim());
-        }
-        let actual = sha256_file(&part)?;
-        if actual != sha256 {
-            bail!(HashMismatch { what: what.to_string(), url: url.to_string(), expected: sha256.to_string(), actual });
-        }
-        fs::rename(&part, dest)?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&part);
-    }
-    result
+/// The client of every pinned download: redirects followed (the bytes are
+/// checked against the pin wherever they come from), 20 s to connect, a
+/// minute without a byte is a stalled server, and 6 h in all (a 500 MB
+/// package at 25 KB/s: the stall bound is what catches a dead transfer).
+fn client() -> &'static kiln_http::Client {
+    static CLIENT: std::sync::OnceLock<kiln_http::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let mut options = kiln_http::Options::new(concat!("kiln/", env!("CARGO_PKG_VERSION")));
+        options.redirects = kiln_http::Redirects::Pinned;
+        options.total = std::time::Duration::from_secs(6 * 3600);
+        kiln_http::Client::new(options)
+    })
 }
 
+/// Tries per download when the server times out or stalls, or answers 408,
+/// 429, 500, 502, 503 or 504 (what curl's `--retry 3` retried; a refused
+/// connection or an unknown host goes on to the next mirror at once): 1 s,
+/// 2 s, 4 s apart.
+const TRIES: u32 = 4;
+
+/// The most a download of unknown size (a wheel: PyPI pins only its hash) may be.
+pub const UNPINNED_SIZE_CAP: u64 = 4 << 30;
+
+/// Downloads `url` to `dest` only if its sha256 is `sha256` and its size
+/// fits `limit` (the pin's size when there is one). Nothing is left at
+/// `dest`, nor beside it, otherwise. A fault of this machine (a full disk)
+/// is a [`LocalFault`]: no other mirror can mend it.
+pub fn download_verified(url: &str, sha256: &str, limit: Limit, what: &str, dest: &Path) -> Result<()> {
+    let mut attempt = 0;
+    let part = loop {
+        attempt += 1;
+        let transient = match client().get_to_file(url, dest, limit, &kiln_http::Extra::default()) {
+            Ok(kiln_http::Got::File(part)) => break part,
+            Ok(kiln_http::Got::Status(r)) => {
+                let transient = matches!(r.status, 408 | 429 | 500 | 502 | 503 | 504);
+                let e = anyhow::anyhow!("cannot download {what}: {url} answered HTTP {}", r.status);
+                if !transient || attempt == TRIES {
+                    return Err(e);
+                }
+                e
+            }
+            Err(e) if e.is_local() => return Err(LocalFault(format!("cannot download {what}: {e}")).into()),
+            // Longer than the pin: other bytes than pinned, as a wrong hash is.
+            Err(e) if matches!((&e.kind, limit), (kiln_http::Kind::TooLarge { .. }, Limit::Exactly(_))) => {
+                bail!(HashMismatch {
+                    what: what.to_string(),
+                    url: url.to_string(),
+                    expected: sha256.to_string(),
+                    actual: format!("(not hashed: more than the pinned {} bytes; {e})", limit_bytes(limit)),
+                })
+            }
+            Err(e) => {
+                let transient = matches!(e.kind, kiln_http::Kind::TimedOut { .. });
+                let e = anyhow::anyhow!("cannot download {what}: {e}");
+                if !transient || attempt == TRIES {
+                    return Err(e);
+                }
+                e
+            }
+        };
+        eprintln!("warning: {transient:#}; trying again");
+        std::thread::sleep(std::time::Duration::from_secs(1 << (attempt - 1)));
+    };
+    let actual = hex(&part.sha256());
+    if actual != sha256 {
+        bail!(HashMismatch { what: what.to_string(), url: url.to_string(), expected: sha256.to_string(), actual });
+    }
+    part.persist(dest).map_err(|e| match e.is_local() {
+        true => anyhow::Error::new(LocalFault(format!("cannot keep {what}: {e}"))),
+        false => anyhow::anyhow!("cannot keep {what}: {e}"),
+    })
+}
+
+fn limit_bytes(limit: Limit) -> u64 {
+    match limit {
+        Limit::Exactly(n) | Limit::AtMost(n) => n,
+    }
+}
+
+/// A download that failed on this machine (a full disk, a folder that cannot
+/// be written): the message names the folder; trying another mirror is pointless.
+#[derive(Debug)]
+pub struct LocalFault(pub String);
+
+impl std::fmt::Display for LocalFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LocalFault {}
+
 /// The cached copy of `deb`, downloading it from the first mirror that has it.
-pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Result<PathBuf> {
+pub fn fetch_deb(cache: &Cache, mirrors: &[String], deb: &Deb) -> Result<PathBuf> {
     let dir = cache.debs();
     fs::create_dir_all(&dir)?;
     let dest = dir.join(crate::cache::deb_file(&deb.sha256));
@@ -92,14 +158,14 @@ pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Re
     }
     // A shared remote cache first: the same bytes, checked against the same pin.
     if let Some(remote) = cache.remote() {
-        if crate::remote::fetch_pinned(remote, &deb.sha256, &dest) {
+        if crate::remote::fetch_pinned(remote, &deb.sha256, deb.size, &dest) {
             return Ok(dest);
         }
     }
     let mut errors = Vec::new();
     for mirror in mirrors {
         let url = format!("{mirror}/{}", deb.path);
-        match download_verified(sh, &url, &deb.sha256, &what, &dest) {
+        match download_verified(&url, &deb.sha256, Limit::Exactly(deb.size), &what, &dest) {
             Ok(()) => {
                 if let Some(remote) = cache.remote().filter(|r| r.writable()) {
                     if remote.put_cas(&deb.sha256, &dest).is_ok() {
@@ -110,6 +176,8 @@ pub fn fetch_deb(sh: &Shell, cache: &Cache, mirrors: &[String], deb: &Deb) -> Re
             }
             // A wrong hash is not a missing file: never fall through to another mirror silently.
             Err(e) if e.downcast_ref::<HashMismatch>().is_some() => return Err(e),
+            // Nor is a full disk: the next mirror would fail the same way, and blame itself.
+            Err(e) if e.downcast_ref::<LocalFault>().is_some() => return Err(e),
             Err(e) => errors.push(format!("  {url}: {e:#}")),
         }
     }
@@ -144,4 +212,19 @@ pub fn verify_file(path: &Path, sha256: &str, what: &str) -> Result<()> {
 
 pub(crate) fn is_not_found(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
+}
+
+/// The most an index (a channel file) may be.
+pub const INDEX_CAP: u64 = 32 << 20;
+
+/// `url`'s text, an index whose bytes no pin names (a Rust channel file): no
+/// redirect, at most [`INDEX_CAP`] bytes, 200 only.
+pub fn get_index(url: &str) -> Result<String> {
+    static CLIENT: std::sync::OnceLock<kiln_http::Client> = std::sync::OnceLock::new();
+    let client = CLIENT.get_or_init(|| kiln_http::Client::new(kiln_http::Options::new(concat!("kiln/", env!("CARGO_PKG_VERSION")))));
+    let r = client.get_small(url, INDEX_CAP, &kiln_http::Extra::default())?;
+    if r.status != 200 {
+        bail!("{url} answered HTTP {}", r.status);
+    }
+    String::from_utf8(r.body).with_context(|| format!("{url} is not UTF-8 text"))
 }

@@ -9,18 +9,16 @@
 //! miss with a warning. It is never needed either: every request has bounded
 //! time-outs, and after the first failure to reach the server kiln asks it
 //! nothing more in that run and builds locally. Credentials come from the
-//! environment or a netrc file, reach curl on its stdin or by file name, and
+//! environment or a netrc file, go only to the server as one header, and
 //! are never printed; a URL with credentials in it is refused (URLs are printed).
 //!
-//! HTTP goes through curl, as every kiln download does (fetch.rs): TLS,
-//! proxies and netrc without a TLS stack inside kiln.
+//! HTTP goes through kiln-http, as every kiln download does: http(s) only, no
+//! redirects, bounded time and size, proxies as curl reads them.
 
 use std::{
     collections::HashSet,
     fmt, fs,
-    io::Write,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         Mutex,
@@ -30,13 +28,11 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::fetch::sha256_file;
-
 /// The server's base URL (`https://cache.example/kiln`); unset: no remote cache.
 pub const URL_ENV: &str = "KILN_REMOTE_CACHE";
 /// `1`/`true`: read from the remote, never write to it (pull requests).
 pub const READ_ONLY_ENV: &str = "KILN_REMOTE_CACHE_READ_ONLY";
-/// A netrc-style file with the server's login (default: curl's `~/.netrc`, if any).
+/// A netrc-style file with the server's login (default: `~/.netrc`, if any, as curl's `--netrc-optional`).
 pub const NETRC_ENV: &str = "KILN_REMOTE_CACHE_NETRC";
 /// A bearer token, sent as `Authorization: Bearer <token>`.
 pub const TOKEN_ENV: &str = "KILN_REMOTE_CACHE_TOKEN";
@@ -44,11 +40,13 @@ pub const TOKEN_ENV: &str = "KILN_REMOTE_CACHE_TOKEN";
 pub const TIMEOUT_ENV: &str = "KILN_REMOTE_CACHE_TIMEOUT";
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// A transfer slower than this for the whole time-out is dropped (a server
-/// that accepts and never answers).
-const STALL_BYTES_PER_SECOND: u32 = 1024;
-/// The whole request, however fast it trickles: time-out × this.
+/// The whole request, however fast it trickles: time-out × this. (The
+/// time-out bounds connecting and every wait for a byte: a stalled server.)
 const MAX_TIME_FACTOR: u32 = 30;
+/// The most an action record (`/ac/<key>`) may be: a recipe and a few hashes.
+pub const RECORD_CAP: u64 = 4 << 20;
+/// The most a `/cas/` object of unknown size may be.
+pub const CAS_CAP: u64 = 8 << 30;
 
 /// Where the remote is and how to talk to it.
 #[derive(Clone)]
@@ -163,7 +161,7 @@ impl Config {
     }
 
     /// Sets the bearer token; `origin` names where it came from, for the error.
-    /// A token that could add a line to curl's configuration is refused.
+    /// A token that could end its header line (or is no HTTP token) is refused.
     pub fn set_token(&mut self, token: String, origin: &str) -> Result<()> {
         if let Some(bad) = token.chars().find(|c| !c.is_ascii_graphic() || *c == '"' || *c == '\\') {
             let what = if bad.is_control() {
@@ -177,6 +175,18 @@ impl Config {
         }
         self.token = Some(token);
         Ok(())
+    }
+
+    /// The `Authorization` the requests carry: the token, else the login the
+    /// netrc file ([`NETRC_ENV`], else `~/.netrc` if there is one) has for the host.
+    fn auth(&self) -> Option<kiln_http::Secret> {
+        if let Some(t) = &self.token {
+            return kiln_http::Secret::bearer(t);
+        }
+        let file = self.netrc.clone().or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".netrc")).filter(|f| f.is_file()))?;
+        let (_, host) = kiln_http::check_url(&self.url).ok()?;
+        let login = kiln_http::netrc::login_for(&file, &host).ok()??;
+        kiln_http::Secret::basic(&login)
     }
 }
 
@@ -215,6 +225,9 @@ pub struct Remote {
     stats: Stats,
     /// Warnings, each printed once.
     warned: Mutex<HashSet<String>>,
+    client: kiln_http::Client,
+    /// `Bearer <token>`, else the netrc file's login for the host as Basic.
+    auth: Option<kiln_http::Secret>,
 }
 
 impl fmt::Debug for Remote {
@@ -223,18 +236,25 @@ impl fmt::Debug for Remote {
     }
 }
 
-/// curl exit codes that say the server cannot be reached or does not answer
-/// in time: resolve, connect, time-out, TLS, empty reply, send/receive failure.
-const UNREACHABLE: &[i32] = &[5, 6, 7, 28, 35, 52, 55, 56, 60];
-
 impl Remote {
     pub fn new(config: Config) -> Remote {
+        let t = config.timeout;
+        let options = kiln_http::Options {
+            connect: t,
+            stall: t,
+            total: t * MAX_TIME_FACTOR,
+            redirects: kiln_http::Redirects::None,
+            user_agent: concat!("kiln/", env!("CARGO_PKG_VERSION")).into(),
+        };
+        let auth = config.auth();
         Remote {
             config,
             down: AtomicBool::new(false),
             no_writes: AtomicBool::new(false),
             stats: Stats::default(),
             warned: Mutex::new(HashSet::new()),
+            client: kiln_http::Client::new(options),
+            auth,
         }
     }
 
@@ -306,119 +326,83 @@ impl Remote {
         line
     }
 
-    fn curl(&self, path: &str) -> Command {
-        let t = self.config.timeout.as_secs().max(1);
-        let mut cmd = Command::new("curl");
-        cmd.args(["--silent", "--show-error", "--globoff", "--proto", "=http,https"]);
-        cmd.arg("--connect-timeout").arg(t.to_string());
-        cmd.arg("--speed-time").arg(t.to_string()).arg("--speed-limit").arg(STALL_BYTES_PER_SECOND.to_string());
-        cmd.arg("--max-time").arg((t * MAX_TIME_FACTOR as u64).to_string());
-        cmd.args(["--user-agent", concat!("kiln/", env!("CARGO_PKG_VERSION"))]);
-        match &self.config.netrc {
-            Some(file) => {
-                cmd.arg("--netrc-file").arg(file);
-            }
-            None => {
-                cmd.arg("--netrc-optional");
-            }
-        }
-        // The token reaches curl on stdin, never on its command line (`ps` shows those).
-        cmd.args(["--config", "-", "--write-out", "%{http_code}"]);
-        cmd.arg("--url").arg(format!("{}/{path}", self.config.url));
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        cmd
+    fn url_of(&self, path: &str) -> String {
+        format!("{}/{path}", self.config.url)
     }
 
-    /// Runs `cmd`; the HTTP status, or why there is none. A failure to reach
-    /// the server marks it down.
-    fn send(&self, mut cmd: Command, path: &str) -> std::result::Result<u16, String> {
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                self.mark_down(&format!("cannot run curl ({e}; apt-get install curl)"));
-                return Err("curl cannot run".into());
-            }
-        };
-        {
-            let mut stdin = child.stdin.take().expect("piped");
-            if let Some(t) = &self.config.token {
-                // set_token refused anything that could end this line early.
-                let _ = writeln!(stdin, "header = \"Authorization: Bearer {t}\"");
-            }
+    /// Sorts a request's failure: one that says the server cannot be reached
+    /// or does not answer in time marks it down for the run.
+    fn failed(&self, path: &str, e: kiln_http::Error) -> String {
+        if let kiln_http::Kind::TimedOut { .. } = e.kind {
+            let why = format!("no answer within the time-out ({} s; {TIMEOUT_ENV}) for {path}", self.config.timeout.as_secs());
+            self.mark_down(&why);
+            return why;
         }
-        let out = match child.wait_with_output() {
-            Ok(o) => o,
-            Err(e) => return Err(format!("curl: {e}")),
-        };
-        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        match out.status.code() {
-            Some(0) => {}
-            Some(code) if UNREACHABLE.contains(&code) => {
-                let why = if code == 28 {
-                    format!("no answer within the time-out ({} s; {TIMEOUT_ENV}) for {path}", self.config.timeout.as_secs())
-                } else {
-                    format!("cannot reach it ({stderr})")
-                };
-                self.mark_down(&why);
-                return Err(why);
-            }
-            // Without the path: the same failure on a hundred objects is one warning.
-            Some(code) => return Err(format!("curl exited with {code}: {stderr}")),
-            None => return Err("curl was killed".into()),
+        if e.is_unreachable() {
+            let why = format!("cannot reach it ({e})");
+            self.mark_down(&why);
+            return why;
         }
-        let code = String::from_utf8_lossy(&out.stdout);
-        code.trim().parse::<u16>().map_err(|_| format!("curl reported no HTTP status ({code:?})"))
+        // Without the URL: the same failure on a hundred objects is one warning.
+        e.cause()
     }
 
-    /// `GET <url>/<path>` into `dest` (replaced). On anything but [`Got::Found`]
-    /// `dest` is removed.
-    pub fn get(&self, path: &str, dest: &Path) -> Got {
+    /// `GET <url>/<path>` into `dest` (replaced), within `limit`, kept only
+    /// when `sha256` (if given) is the body's. On anything but [`Got::Found`]
+    /// `dest` is removed and nothing else is left behind.
+    fn fetch(&self, path: &str, limit: kiln_http::Limit, sha256: Option<&str>, dest: &Path) -> Got {
+        let _ = fs::remove_file(dest);
         if !self.usable() {
             return Got::Failed("the remote cache is not used any more in this run".into());
         }
-        let mut cmd = self.curl(path);
-        cmd.arg("--output").arg(dest);
-        let status = self.send(cmd, path);
-        let got = match status {
-            Ok(200) => {
-                let n = fs::metadata(dest).map(|m| m.len()).unwrap_or(0);
-                self.stats.bytes_in.fetch_add(n, Ordering::Relaxed);
-                return Got::Found;
+        let url = self.url_of(path);
+        let extra = kiln_http::Extra { auth: self.auth.as_ref(), headers: &[] };
+        match self.client.get_to_file(&url, dest, limit, &extra) {
+            Ok(kiln_http::Got::File(part)) => {
+                let actual = crate::fetch::hex(&part.sha256());
+                if sha256.is_some_and(|s| s != actual) {
+                    self.record_damaged();
+                    return Got::Damaged(format!("{path} is damaged ({} bytes with sha256 {actual}, not the hash it is named by)", part.len()));
+                }
+                let n = part.len();
+                match part.persist(dest) {
+                    Ok(()) => {
+                        self.stats.bytes_in.fetch_add(n, Ordering::Relaxed);
+                        Got::Found
+                    }
+                    Err(e) => Got::Failed(e.to_string()),
+                }
             }
-            Ok(404) => Got::NotFound,
-            Ok(code @ (401 | 403)) => {
-                let why = format!("it refused a read (HTTP {code}): check {NETRC_ENV} or {TOKEN_ENV}");
-                self.mark_down(&why);
-                Got::Failed(why)
+            Ok(kiln_http::Got::Status(r)) => match r.status {
+                404 => Got::NotFound,
+                code @ (401 | 403) => {
+                    let why = format!("it refused a read (HTTP {code}): check {NETRC_ENV} or {TOKEN_ENV}");
+                    self.mark_down(&why);
+                    Got::Failed(why)
+                }
+                code => Got::Failed(format!("it answered a GET with HTTP {code}")),
+            },
+            Err(e) if matches!(e.kind, kiln_http::Kind::TooLarge { .. } | kiln_http::Kind::Truncated { .. }) => {
+                self.record_damaged();
+                Got::Damaged(format!("{path} is damaged ({e})"))
             }
-            Ok(code) => Got::Failed(format!("it answered a GET with HTTP {code}")),
-            Err(e) => Got::Failed(e),
-        };
-        let _ = fs::remove_file(dest);
-        got
+            Err(e) => Got::Failed(self.failed(path, e)),
+        }
+    }
+
+    /// `GET <url>/<path>` of a small record (at most [`RECORD_CAP`] bytes) into
+    /// `dest` (replaced). On anything but [`Got::Found`] `dest` is removed.
+    pub fn get(&self, path: &str, dest: &Path) -> Got {
+        self.fetch(path, kiln_http::Limit::AtMost(RECORD_CAP), None, dest)
     }
 
     /// `GET` of `/cas/<sha256>` into `dest`, kept only if its bytes hash to
-    /// `sha256`. A body with other bytes (damaged, truncated) is removed and
+    /// `sha256` (and number `size`, when the caller knows it). A body with
+    /// other bytes (damaged, truncated, too long) is never kept and is
     /// counted, and the answer is [`Got::Damaged`], which callers take as a miss.
-    pub fn get_cas(&self, sha256: &str, dest: &Path) -> Got {
-        let path = format!("cas/{sha256}");
-        match self.get(&path, dest) {
-            Got::Found => match sha256_file(dest) {
-                Ok(actual) if actual == sha256 => Got::Found,
-                Ok(actual) => {
-                    let n = fs::metadata(dest).map(|m| m.len()).unwrap_or(0);
-                    let _ = fs::remove_file(dest);
-                    self.record_damaged();
-                    Got::Damaged(format!("{path} is damaged ({n} bytes with sha256 {actual}, not the hash it is named by)"))
-                }
-                Err(e) => {
-                    let _ = fs::remove_file(dest);
-                    Got::Failed(format!("cannot read what it served: {e:#}"))
-                }
-            },
-            other => other,
-        }
+    pub fn get_cas(&self, sha256: &str, size: Option<u64>, dest: &Path) -> Got {
+        let limit = size.map_or(kiln_http::Limit::AtMost(CAS_CAP), kiln_http::Limit::Exactly);
+        self.fetch(&format!("cas/{sha256}"), limit, Some(sha256), dest)
     }
 
     /// `PUT <url>/<path>` with the bytes of `file`. Only in writable mode; a
@@ -427,15 +411,15 @@ impl Remote {
         if !self.writable() {
             return Err("the remote cache is not written to in this run".into());
         }
-        let mut cmd = self.curl(path);
-        cmd.arg("--upload-file").arg(file).args(["--output", "/dev/null"]);
-        match self.send(cmd, path) {
-            Ok(200..=204) => {
+        let extra = kiln_http::Extra { auth: self.auth.as_ref(), headers: &[] };
+        match self.client.put(&self.url_of(path), kiln_http::Body::File(file), &extra) {
+            Ok(r) if (200..=204).contains(&r.status) => {
                 let n = fs::metadata(file).map(|m| m.len()).unwrap_or(0);
                 self.stats.bytes_out.fetch_add(n, Ordering::Relaxed);
                 Ok(())
             }
-            Ok(code @ (401 | 403 | 405)) => {
+            Ok(r) if matches!(r.status, 401 | 403 | 405) => {
+                let code = r.status;
                 if !self.no_writes.swap(true, Ordering::SeqCst) {
                     self.warn(format!(
                         "the server refused a write (HTTP {code}): reading only from now on; check {NETRC_ENV} or {TOKEN_ENV}, or set {READ_ONLY_ENV}=1"
@@ -443,8 +427,8 @@ impl Remote {
                 }
                 Err(format!("HTTP {code}"))
             }
-            Ok(code) => Err(format!("it answered a PUT with HTTP {code}")),
-            Err(e) => Err(e),
+            Ok(r) => Err(format!("it answered a PUT with HTTP {}", r.status)),
+            Err(e) => Err(self.failed(path, e)),
         }
     }
 
@@ -459,19 +443,12 @@ impl Remote {
 
 /// Fetches `/cas/<sha256>` into `dest` for a file whose hash is pinned (a
 /// toolchain package); true when `dest` now holds exactly those bytes.
-pub fn fetch_pinned(remote: &Remote, sha256: &str, dest: &Path) -> bool {
-    let part = dest.with_extension(format!("remote.{}", std::process::id()));
-    match remote.get_cas(sha256, &part) {
-        Got::Found => match fs::rename(&part, dest) {
-            Ok(()) => {
-                remote.record_hit();
-                true
-            }
-            Err(_) => {
-                let _ = fs::remove_file(&part);
-                false
-            }
-        },
+pub fn fetch_pinned(remote: &Remote, sha256: &str, size: u64, dest: &Path) -> bool {
+    match remote.get_cas(sha256, Some(size), dest) {
+        Got::Found => {
+            remote.record_hit();
+            true
+        }
         Got::Damaged(why) | Got::Failed(why) => {
             remote.warn(format!("{why}: ignored, downloading from the mirrors"));
             remote.record_miss();
@@ -500,7 +477,7 @@ mod tests {
     }
 
     #[test]
-    fn tokens_that_could_add_a_curl_option_are_refused_and_never_shown() {
+    fn tokens_that_could_add_a_header_are_refused_and_never_shown() {
         let mut c = Config::new("http://127.0.0.1:1").unwrap();
         for bad in ["abc\noutput = /etc/passwd", "a\"b", "a\\b", "a b", "tab\there"] {
             let e = c.set_token(bad.to_string(), TOKEN_ENV).unwrap_err().to_string();

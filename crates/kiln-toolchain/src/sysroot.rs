@@ -213,19 +213,12 @@ fn fetch_all(cache: &Cache, pins: &Pins, workers: usize, say: &(dyn Fn(String) +
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| {
-                let sh = match Shell::new() {
-                    Ok(sh) => sh,
-                    Err(e) => {
-                        results.lock().unwrap()[0] = Some(Err(e.into()));
-                        return;
-                    }
-                };
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     if i >= debs.len() {
                         break;
                     }
-                    let r = fetch::fetch_deb(&sh, cache, &pins.toolchain.mirrors, &debs[i]);
+                    let r = fetch::fetch_deb(cache, &pins.toolchain.mirrors, &debs[i]);
                     let failed = r.is_err();
                     results.lock().unwrap()[i] = Some(r);
                     if failed {

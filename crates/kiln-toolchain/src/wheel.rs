@@ -14,11 +14,10 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use kiln_pins::WheelPin;
-use xshell::Shell;
 
 use crate::{
     cache::{publish_dir, Cache},
-    fetch::{self, download_verified, sha256_bytes, sha256_file, HashMismatch},
+    fetch::{self, download_verified, sha256_bytes, sha256_file, HashMismatch, Limit},
 };
 
 /// A file taken out of a pinned wheel, with the sha256 it must have.
@@ -42,7 +41,7 @@ pub fn is_unpacked(cache: &Cache, pin: &WheelPin, member: &str) -> bool {
 
 /// `member` (e.g. `nvidia/cuda_nvcc/bin/ptxas`) of the pinned wheel,
 /// downloading and unpacking it into the cache the first time.
-pub fn tool(sh: &Shell, cache: &Cache, pin: &WheelPin, member: &str) -> Result<Tool> {
+pub fn tool(cache: &Cache, pin: &WheelPin, member: &str) -> Result<Tool> {
     let name = member.rsplit('/').next().unwrap_or(member);
     let dir = unpacked_dir(cache, pin, name);
     let path = dir.join(name);
@@ -60,7 +59,7 @@ pub fn tool(sh: &Shell, cache: &Cache, pin: &WheelPin, member: &str) -> Result<T
         }
         move_aside(cache, &dir)?;
     }
-    let w = Wheel::open(sh, cache, pin)?;
+    let w = Wheel::open(cache, pin)?;
     let (data, sha256) = w.checked(member, || read_member(&w.bytes, member).with_context(|| format!("{} has no {member}", w.what)))?;
     let tmp = cache.scratch(&format!("tool-{name}"))?;
     let result = (|| -> Result<()> {
@@ -78,19 +77,19 @@ pub fn tool(sh: &Shell, cache: &Cache, pin: &WheelPin, member: &str) -> Result<T
 
 /// A read-only folder of pinned wheels (`<sha256>.whl`) that an image carries:
 /// kiln's builder image sets it to its `/.kiln/wheels`, so that a dist in it
-/// needs no download (and no curl) for any pinned wheel: the toolchain's
+/// needs no download for any pinned wheel: the toolchain's
 /// (ptxas) and each set's wheel inputs (CUTLASS).
 pub const SEED_ENV: &str = "KILN_WHEELS";
 
 /// The cached wheel, checked against its pin before every use; a damaged one
 /// is fetched again (from [`SEED_ENV`]'s folder when it holds the wheel, else
 /// from its URL), and other bytes fail closed.
-pub fn fetch_wheel(sh: &Shell, cache: &Cache, pin: &WheelPin) -> Result<PathBuf> {
+pub fn fetch_wheel(cache: &Cache, pin: &WheelPin) -> Result<PathBuf> {
     let seeds = std::env::var_os(SEED_ENV).filter(|d| !d.is_empty()).map(PathBuf::from);
-    fetch_wheel_seeded(sh, cache, pin, seeds.as_deref())
+    fetch_wheel_seeded(cache, pin, seeds.as_deref())
 }
 
-fn fetch_wheel_seeded(sh: &Shell, cache: &Cache, pin: &WheelPin, seeds: Option<&Path>) -> Result<PathBuf> {
+fn fetch_wheel_seeded(cache: &Cache, pin: &WheelPin, seeds: Option<&Path>) -> Result<PathBuf> {
     let dir = cache.wheels();
     fs::create_dir_all(&dir)?;
     let dest = dir.join(format!("{}.whl", pin.sha256));
@@ -116,9 +115,11 @@ fn fetch_wheel_seeded(sh: &Shell, cache: &Cache, pin: &WheelPin, seeds: Option<&
         fs::rename(&part, &dest)?;
         return Ok(dest);
     }
-    download_verified(sh, &pin.url, &pin.sha256, &what, &dest).map_err(|e| match e.downcast::<HashMismatch>() {
-        Ok(m) => anyhow::anyhow!(m),
-        Err(e) => e.context(format!("the pinned wheel {} {} ({})", pin.package, pin.version, pin.url)),
+    download_verified(&pin.url, &pin.sha256, Limit::AtMost(fetch::UNPINNED_SIZE_CAP), &what, &dest).map_err(|e| {
+        match e.downcast::<HashMismatch>() {
+            Ok(m) => anyhow::anyhow!(m),
+            Err(e) => e.context(format!("the pinned wheel {} {} ({})", pin.package, pin.version, pin.url)),
+        }
     })?;
     Ok(dest)
 }
@@ -147,7 +148,7 @@ fn tree_dir(cache: &Cache, pin: &WheelPin, tree: &str) -> PathBuf {
 /// sha256 the wheel's RECORD lists for it; on every later use every file is
 /// hashed again against that list (and the folder must hold nothing else).
 /// A damaged folder is moved aside and unpacked again.
-pub fn tree(sh: &Shell, cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tree> {
+pub fn tree(cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tree> {
     let dir = tree_dir(cache, pin, tree);
     let origin = format!("{} {}", pin.package, pin.version);
     let root = dir.join("files");
@@ -158,7 +159,7 @@ pub fn tree(sh: &Shell, cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tre
         }
         move_aside(cache, &dir)?;
     }
-    let w = Wheel::open(sh, cache, pin)?;
+    let w = Wheel::open(cache, pin)?;
     let (bytes, record_text, what) = (&w.bytes, &w.record, &w.what);
     let prefix = format!("{}/", tree.trim_end_matches('/'));
     let tmp = cache.scratch("tree")?;
@@ -206,8 +207,8 @@ pub fn tree(sh: &Shell, cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tre
 
 /// One file of the pinned wheel (a licence text, say), read out of the
 /// checked wheel and matched against the sha256 its RECORD lists.
-pub fn member(sh: &Shell, cache: &Cache, pin: &WheelPin, name: &str) -> Result<Vec<u8>> {
-    let w = Wheel::open(sh, cache, pin)?;
+pub fn member(cache: &Cache, pin: &WheelPin, name: &str) -> Result<Vec<u8>> {
+    let w = Wheel::open(cache, pin)?;
     let entry = entries(&w.bytes)?.into_iter().find(|e| e.name == name).with_context(|| format!("{} holds no {name}", w.what))?;
     Ok(w.checked(name, || read_entry(&w.bytes, &entry))?.0)
 }
@@ -278,8 +279,8 @@ struct Wheel {
 }
 
 impl Wheel {
-    fn open(sh: &Shell, cache: &Cache, pin: &WheelPin) -> Result<Wheel> {
-        let path = fetch_wheel(sh, cache, pin)?;
+    fn open(cache: &Cache, pin: &WheelPin) -> Result<Wheel> {
+        let path = fetch_wheel(cache, pin)?;
         let bytes = fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let what = format!("{} {} ({})", pin.package, pin.version, pin.file_name());
         let record = String::from_utf8(read_member(&bytes, &record_path(pin)).with_context(|| format!("{what} is not a wheel kiln can read"))?)
@@ -450,6 +451,27 @@ mod tests {
         assert!(read_member(b"not a zip", "x").unwrap_err().to_string().contains("not a zip"));
     }
 
+    /// Serves `file` (read at each request) to every GET on 127.0.0.1: a mirror for the test.
+    fn serve_file(file: &Path) -> String {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/{}", listener.local_addr().unwrap(), file.file_name().unwrap().to_string_lossy());
+        let file = file.to_path_buf();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = fs::read(&file).unwrap_or_default();
+                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+                let _ = stream.write_all(&body);
+            }
+        });
+        url
+    }
+
     #[test]
     fn a_tool_is_taken_out_checked_and_replaced_when_damaged() {
         let root = std::env::temp_dir().join(format!("kiln-wheel-{}", std::process::id()));
@@ -474,10 +496,9 @@ mod tests {
         let wheel = zip_file(&[("pkg/bin/tool", &tool_bytes), ("pkg-1.0.dist-info/RECORD", record.as_bytes())], 0);
         let file = root.join("pkg-1.0-py3-none-any.whl");
         fs::write(&file, &wheel).unwrap();
-        let pin = WheelPin { package: "pkg".into(), version: "1.0".into(), url: format!("file://{}", file.display()), sha256: sha256_bytes(&wheel) };
-        let sh = Shell::new().unwrap();
+        let pin = WheelPin { package: "pkg".into(), version: "1.0".into(), url: serve_file(&file), sha256: sha256_bytes(&wheel) };
 
-        let t = tool(&sh, &cache, &pin, "pkg/bin/tool").unwrap();
+        let t = tool(&cache, &pin, "pkg/bin/tool").unwrap();
         assert_eq!(fs::read(&t.path).unwrap(), tool_bytes);
         assert_eq!(t.sha256, sha256_bytes(&tool_bytes));
         assert!(is_unpacked(&cache, &pin, "pkg/bin/tool"));
@@ -485,18 +506,18 @@ mod tests {
         let mut bad = tool_bytes.clone();
         bad[3] ^= 1;
         fs::write(&t.path, &bad).unwrap();
-        let again = tool(&sh, &cache, &pin, "pkg/bin/tool").unwrap();
+        let again = tool(&cache, &pin, "pkg/bin/tool").unwrap();
         assert_eq!(fs::read(&again.path).unwrap(), tool_bytes);
         assert!(fs::read_dir(cache.root().join("damaged")).unwrap().count() == 1, "the damaged copy is kept aside");
         // A damaged cached wheel is fetched again; a source with other bytes fails closed.
         fs::write(cache.wheels().join(format!("{}.whl", pin.sha256)), b"not the wheel").unwrap();
-        fetch_wheel(&sh, &cache, &pin).unwrap();
+        fetch_wheel(&cache, &pin).unwrap();
         let wrong = WheelPin { sha256: "ab".repeat(32), ..pin.clone() };
-        let e = fetch_wheel(&sh, &cache, &wrong).unwrap_err();
+        let e = fetch_wheel(&cache, &wrong).unwrap_err();
         assert!(e.to_string().contains("sha256 mismatch") && e.to_string().contains("pkg 1.0"), "{e:#}");
         assert!(!cache.wheels().join(format!("{}.whl", wrong.sha256)).exists());
         // A member the RECORD does not vouch for is refused.
-        let e = tool(&sh, &cache, &pin, "pkg/bin/other").unwrap_err();
+        let e = tool(&cache, &pin, "pkg/bin/other").unwrap_err();
         assert!(format!("{e:#}").contains("RECORD lists no sha256 for pkg/bin/other"), "{e:#}");
         fs::remove_dir_all(&root).unwrap();
     }
@@ -516,17 +537,16 @@ mod tests {
         let seeds = root.join("seeds");
         fs::create_dir_all(&seeds).unwrap();
         fs::write(seeds.join(format!("{}.whl", pin.sha256)), &wheel).unwrap();
-        let sh = Shell::new().unwrap();
 
         let cache = Cache::at(root.join("cache")).unwrap();
-        let got = fetch_wheel_seeded(&sh, &cache, &pin, Some(&seeds)).unwrap();
+        let got = fetch_wheel_seeded(&cache, &pin, Some(&seeds)).unwrap();
         assert_eq!(fs::read(&got).unwrap(), wheel);
         // Without the seed (or with another wheel's), it is a download, which fails here.
         let empty = Cache::at(root.join("cache2")).unwrap();
-        assert!(fetch_wheel_seeded(&sh, &empty, &pin, None).is_err());
+        assert!(fetch_wheel_seeded(&empty, &pin, None).is_err());
         // A seed with other bytes under the pinned name stops, naming it, and leaves nothing.
         fs::write(seeds.join(format!("{}.whl", pin.sha256)), b"not the wheel").unwrap();
-        let e = format!("{:#}", fetch_wheel_seeded(&sh, &empty, &pin, Some(&seeds)).unwrap_err());
+        let e = format!("{:#}", fetch_wheel_seeded(&empty, &pin, Some(&seeds)).unwrap_err());
         assert!(e.contains(&seeds.display().to_string()) && e.contains(SEED_ENV) && e.contains("is not the pinned pkg 1.0"), "{e}");
         assert_eq!(fs::read_dir(empty.wheels()).unwrap().count(), 0, "no wheel and no .part left");
     }
@@ -551,7 +571,6 @@ mod tests {
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(&root).unwrap();
         let cache = Cache::at(root.join("cache")).unwrap();
-        let sh = Shell::new().unwrap();
         let (a, b) = (b"#pragma once\n#include \"sub/b.h\"\n".to_vec(), b"#define B 1\n".to_vec());
         let wheel_with = |record: &str, members: &[(&str, &[u8])], label: &str| {
             let mut all: Vec<(&str, &[u8])> = members.to_vec();
@@ -559,34 +578,34 @@ mod tests {
             let wheel = zip_file(&all, 8);
             let file = root.join(format!("{label}.whl"));
             fs::write(&file, &wheel).unwrap();
-            WheelPin { package: "pkg".into(), version: "1.0".into(), url: format!("file://{}", file.display()), sha256: sha256_bytes(&wheel) }
+            WheelPin { package: "pkg".into(), version: "1.0".into(), url: serve_file(&file), sha256: sha256_bytes(&wheel) }
         };
         let good = record_line("pkg/include/a.h", &a) + &record_line("pkg/include/sub/b.h", &b) + &record_line("pkg/other.py", b"x");
         let pin = wheel_with(&good, &[("pkg/include/a.h", &a), ("pkg/include/sub/b.h", &b), ("pkg/other.py", b"x")], "good");
 
-        let t = tree(&sh, &cache, &pin, "pkg/include").unwrap();
+        let t = tree(&cache, &pin, "pkg/include").unwrap();
         assert_eq!(t.files, 2, "only the folder asked for");
         assert_eq!(fs::read(t.path.join("sub/b.h")).unwrap(), b);
         // A changed file, a file added, a file removed: each is found, moved aside, unpacked again.
         fs::write(t.path.join("a.h"), b"#pragma once\n").unwrap();
-        assert_eq!(fs::read(tree(&sh, &cache, &pin, "pkg/include").unwrap().path.join("a.h")).unwrap(), a);
+        assert_eq!(fs::read(tree(&cache, &pin, "pkg/include").unwrap().path.join("a.h")).unwrap(), a);
         fs::write(t.path.join("extra.h"), b"").unwrap();
-        assert!(!tree(&sh, &cache, &pin, "pkg/include").unwrap().path.join("extra.h").exists());
+        assert!(!tree(&cache, &pin, "pkg/include").unwrap().path.join("extra.h").exists());
         fs::remove_file(t.path.join("sub/b.h")).unwrap();
-        assert_eq!(tree(&sh, &cache, &pin, "pkg/include").unwrap().files, 2);
+        assert_eq!(tree(&cache, &pin, "pkg/include").unwrap().files, 2);
         assert_eq!(fs::read_dir(cache.root().join("damaged")).unwrap().count(), 3, "each damaged copy is kept aside");
 
         // A wheel whose file is not what its RECORD says, or that lacks a file RECORD lists, is refused.
         let lying = wheel_with(&good, &[("pkg/include/a.h", b"other"), ("pkg/include/sub/b.h", &b)], "lying");
-        let e = format!("{:#}", tree(&sh, &cache, &lying, "pkg/include").unwrap_err());
+        let e = format!("{:#}", tree(&cache, &lying, "pkg/include").unwrap_err());
         assert!(e.contains("pkg/include/a.h has sha256") && e.contains("the wheel's RECORD says"), "{e}");
         let short = wheel_with(&good, &[("pkg/include/a.h", &a)], "short");
-        let e = format!("{:#}", tree(&sh, &cache, &short, "pkg/include").unwrap_err());
+        let e = format!("{:#}", tree(&cache, &short, "pkg/include").unwrap_err());
         assert!(e.contains("RECORD lists pkg/include/sub/b.h, which the wheel does not hold"), "{e}");
         let unlisted = wheel_with(&record_line("pkg/include/a.h", &a), &[("pkg/include/a.h", &a), ("pkg/include/sub/b.h", &b)], "unlisted");
-        let e = format!("{:#}", tree(&sh, &cache, &unlisted, "pkg/include").unwrap_err());
+        let e = format!("{:#}", tree(&cache, &unlisted, "pkg/include").unwrap_err());
         assert!(e.contains("RECORD lists no sha256 for pkg/include/sub/b.h"), "{e}");
-        let e = format!("{:#}", tree(&sh, &cache, &pin, "pkg/nothing").unwrap_err());
+        let e = format!("{:#}", tree(&cache, &pin, "pkg/nothing").unwrap_err());
         assert!(e.contains("no files under pkg/nothing/"), "{e}");
         assert!(fs::read_dir(cache.tmp()).map_or(true, |mut d| d.next().is_none()), "no scratch is left behind");
         fs::remove_dir_all(&root).unwrap();

@@ -197,7 +197,6 @@ let
       "cargo-nextest"
     ];
     bubblewrap = tool "bubblewrap" "0.11.0" [ "bwrap" ];
-    curl = tool "curl" "8.17.0" [ "curl" ];
     nixfmt = tool "nixfmt" "1.1.0" [ "nixfmt" ];
     dpkg = mkDerivation {
       pname = "dpkg";
