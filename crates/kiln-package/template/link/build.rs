@@ -11,7 +11,7 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let compressed = fs::read(PAYLOAD).unwrap_or_else(|e| panic!("{PAYLOAD}: {e}"));
     // At most RAW_BYTES are inflated, then hashed.
-    let bytes = inflate_exactly(PAYLOAD, &compressed, RAW_BYTES).unwrap_or_else(|e| panic!("{e}"));
+    let bytes = inflate_exactly(PAYLOAD, &compressed, RAW_BYTES).unwrap_or_else(|e| panic!("{e}: the packaged static library is damaged"));
     let digest = sha2::Sha256::digest(&bytes);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     if hex != SHA256 {

@@ -14,10 +14,10 @@ pub(crate) fn inflate_exactly(what: &str, compressed: &[u8], size: u64) -> Resul
     let mut out = Vec::with_capacity(size.min(1 << 30) as usize);
     decoder.take(size.saturating_add(1)).read_to_end(&mut out).map_err(|e| format!("{what}: the packaged payload is damaged: {e}"))?;
     if out.len() as u64 > size {
-        return Err(format!("{what}: the packaged payload inflates to more than the {size} bytes declared; stopped there: it is damaged"));
+        return Err(format!("{what}: the packaged payload inflates to more than the {size} bytes declared (stopped there)"));
     }
     if (out.len() as u64) < size {
-        return Err(format!("{what}: the packaged payload inflates to {} bytes, not the {size} declared: it is damaged", out.len()));
+        return Err(format!("{what}: the packaged payload inflates to {} bytes, not the {size} declared", out.len()));
     }
     Ok(out)
 }

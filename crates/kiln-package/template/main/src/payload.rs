@@ -24,7 +24,13 @@ pub(crate) fn verified(path: &str) -> Result<Vec<u8>, String> {
         return Err(format!("{path} is carried but not in the embedded manifest: this build of {crate_name} is damaged"));
     };
     // At most the manifest's size is inflated, then hashed.
-    let bytes = crate::inflate::inflate_exactly(path, compressed, artifact.size)?;
+    let bytes = crate::inflate::inflate_exactly(path, compressed, artifact.size).map_err(|e| {
+        format!(
+            "{e} (the manifest says {} bytes with sha256 {}): the packaged payload of {crate_name} is damaged \
+             (reinstall the crate: `cargo clean -p {crate_name}`, or check what replaced it in the registry cache)",
+            artifact.size, artifact.sha256
+        )
+    })?;
     let sha = kiln_manifest::sha256_hex(&bytes);
     if sha != artifact.sha256 {
         return Err(format!(
