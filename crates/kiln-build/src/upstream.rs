@@ -89,7 +89,8 @@ fn unpacked(cache: &Cache, name: &str, version: &str, sha256: &str, find: &dyn F
             return Err(e);
         }
     };
-    if marker.is_some() {
+    // A copy already there (an older marker, a damaged tree, or none: never trusted unmarked).
+    if dest.exists() {
         match listing(&dest) {
             // The same files under an older marker: only the marker is renewed.
             Ok(here) if here == fresh => {
@@ -261,5 +262,10 @@ mod tests {
         unpacked(&cache, "demo", "1.0.0", &sha, &find, &say).unwrap();
         assert_eq!(fs::read_dir(cache.root().join("damaged")).unwrap().count(), 2);
         unpacked(&cache, "demo", "1.0.0", &sha, &no_crate, &say).unwrap();
+        // No marker at all over a changed tree: never trusted, replaced.
+        fs::remove_file(again.path(MARKER)).unwrap();
+        fs::write(again.path("Cargo.toml"), "[package]\nname = \"planted\"\n").unwrap();
+        unpacked(&cache, "demo", "1.0.0", &sha, &find, &say).unwrap();
+        assert!(fs::read_to_string(again.path("Cargo.toml")).unwrap().contains("demo") && said.borrow().last().unwrap().contains("Cargo.toml"));
     }
 }
