@@ -97,7 +97,10 @@ pub(crate) fn report(dist: &Dist, lock: LockMode) -> Result<()> {
         }
         match lock {
             LockMode::Check => println!("all {} artifacts match {}", m.artifacts.len(), o.lock.display()),
-            LockMode::Update => println!("{}: {} artifact hashes", o.lock.display(), Lock::load(&o.lock)?.artifacts.len()),
+            LockMode::Update => {
+                let l = Lock::load(&o.lock)?;
+                println!("{}: {} artifact, {} object and {} payload hashes", o.lock.display(), l.artifacts.len(), l.objects.len(), l.payloads.len())
+            }
             LockMode::Off => {}
         }
     }

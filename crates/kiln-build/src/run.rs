@@ -521,8 +521,15 @@ fn run_node(
                 (step.run)(&StepIo { dir: &dir, log: &log, runner })?;
             }
         }
-        if !dir.join(output).exists() {
-            bail!("{node} succeeded but wrote no {output}");
+        // A link would be followed out of the job folder (by the hash, the
+        // cache and every reader after it): outputs are regular files or folders.
+        match fs::symlink_metadata(dir.join(output)) {
+            Err(_) => bail!("{node} succeeded but wrote no {output}"),
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = fs::read_link(dir.join(output)).map(|t| t.display().to_string()).unwrap_or_default();
+                bail!("{node}: its output {output} is a symbolic link (to {to}), not a regular file; refused")
+            }
+            Ok(_) => {}
         }
         for (name, _) in &staged {
             let p = dir.join(name);

@@ -100,7 +100,8 @@ impl Store {
     pub fn get_local(&self, key: &str, output: &str) -> Lookup {
         let entry = self.entry(key);
         let path = entry.join(output);
-        if !path.exists() {
+        // A link (even a dangling one) is not a miss: it is a damaged entry.
+        if fs::symlink_metadata(&path).is_err() {
             return Lookup::Miss;
         }
         let actual = match output_sha256(&path) {
@@ -203,10 +204,14 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// The sha256 of a file, or of a folder: of its listing, one line per file
 /// (`<relative path> <sha256>`, sorted by path; folders are not listed, links
-/// are refused).
+/// are refused, the path itself included).
 pub fn output_sha256(path: &Path) -> Result<String> {
-    if !fs::symlink_metadata(path).with_context(|| format!("cannot read {}", path.display()))?.is_dir() {
+    let t = fs::symlink_metadata(path).with_context(|| format!("cannot read {}", path.display()))?.file_type();
+    if t.is_file() {
         return fetch::sha256_file(path);
+    }
+    if !t.is_dir() {
+        anyhow::bail!("{} is not a regular file or folder (a link?): an output is never followed elsewhere", path.display());
     }
     let mut files = Vec::new();
     list(path, path, &mut files)?;

@@ -3,7 +3,10 @@
 //! pinned sha256, and unpacked into the cache. Upstream sources are never
 //! copied into the repo.
 
-use std::{fs, path::PathBuf};
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{bail, Context, Result};
 use kiln_toolchain::{cache::publish_dir, fetch, Cache};
@@ -24,47 +27,139 @@ pub struct SourceCrate {
     pub root: PathBuf,
 }
 
-/// Returns the unpacked crate, fetching it with cargo the first time.
-pub fn fetch_crate(cache: &Cache, name: &str, version: &str, sha256: &str, say: &dyn Fn(String)) -> Result<SourceCrate> {
-    let dest = cache.sources().join(format!("{name}-{version}-{}", &sha256[..16]));
-    let done = |root: PathBuf| SourceCrate { name: name.into(), version: version.into(), sha256: sha256.into(), root };
-    if dest.join(".kiln-verified").exists() {
-        return Ok(done(dest));
-    }
+/// The marker an unpacked crate carries: the crate's sha256, then the
+/// listing of every file unpacked from it ([`listing`]), which each use re-hashes.
+const MARKER: &str = ".kiln-verified";
 
+/// Returns the unpacked crate, fetching it with cargo the first time. Each
+/// use re-hashes the unpacked tree against the listing recorded when it was
+/// unpacked from the checked crate: a tree that differs (a file changed,
+/// added or removed; or a marker of an older kiln without a listing) is
+/// unpacked again from the crate, checked, and, where it differs, moved
+/// aside to the cache's `damaged/` folder with a warning naming the files.
+pub fn fetch_crate(cache: &Cache, name: &str, version: &str, sha256: &str, say: &dyn Fn(String)) -> Result<SourceCrate> {
     // A `.crate` handed in (by the Nix build, which fetches it itself) is
     // checked exactly like one cargo fetched.
-    let handed_in = std::env::var(CRATE_ENV).unwrap_or_default();
-    let ours = handed_in.split(':').find(|f| !f.is_empty() && f.ends_with(&format!("{name}-{version}.crate")));
-    let crate_file = match ours {
-        Some(file) => PathBuf::from(file),
-        None => cargo_fetch(cache, name, version, say)?,
+    let find = || {
+        let handed_in = std::env::var(CRATE_ENV).unwrap_or_default();
+        let ours = handed_in.split(':').find(|f| !f.is_empty() && f.ends_with(&format!("{name}-{version}.crate")));
+        match ours {
+            Some(file) => Ok(PathBuf::from(file)),
+            None => cargo_fetch(cache, name, version, say),
+        }
     };
+    unpacked(cache, name, version, sha256, &find, say)
+}
+
+/// [`fetch_crate`], the crate file found by `find` when it is needed.
+fn unpacked(cache: &Cache, name: &str, version: &str, sha256: &str, find: &dyn Fn() -> Result<PathBuf>, say: &dyn Fn(String)) -> Result<SourceCrate> {
+    let dest = cache.sources().join(format!("{name}-{version}-{}", &sha256[..16]));
+    let done = |root: PathBuf| SourceCrate { name: name.into(), version: version.into(), sha256: sha256.into(), root };
+    let marker = fs::read_to_string(dest.join(MARKER)).ok();
+    if let Some(marker) = &marker {
+        if listing(&dest).is_ok_and(|l| *marker == format!("{sha256}\n{l}")) {
+            return Ok(done(dest));
+        }
+    }
+
+    let crate_file = find()?;
     let actual = fetch::sha256_file(&crate_file)?;
     if actual != sha256 {
         bail!(fetch::HashMismatch { what: format!("{name} {version}"), url: crate_file.display().to_string(), expected: sha256.into(), actual });
     }
 
     let tmp = cache.scratch("source")?;
-    let unpacked = (|| -> Result<()> {
+    let inner = tmp.join(format!("{name}-{version}"));
+    let unpacked = (|| -> Result<String> {
         let file = fs::File::open(&crate_file)?;
         let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
         archive.set_preserve_mtime(false);
         archive.unpack(&tmp).with_context(|| format!("cannot unpack {}", crate_file.display()))?;
-        let inner = tmp.join(format!("{name}-{version}"));
         if !inner.join("Cargo.toml").exists() {
             bail!("{} does not hold {name}-{version}/Cargo.toml", crate_file.display());
         }
-        fs::write(inner.join(".kiln-verified"), format!("{sha256}\n"))?;
-        Ok(())
+        let fresh = listing(&inner)?;
+        fs::write(inner.join(MARKER), format!("{sha256}\n{fresh}"))?;
+        Ok(fresh)
     })();
-    if let Err(e) = unpacked {
-        fs::remove_dir_all(&tmp).ok();
-        return Err(e);
+    let fresh = match unpacked {
+        Ok(l) => l,
+        Err(e) => {
+            fs::remove_dir_all(&tmp).ok();
+            return Err(e);
+        }
+    };
+    // A copy already there (an older marker, a damaged tree, or none: never trusted unmarked).
+    if dest.exists() {
+        match listing(&dest) {
+            // The same files under an older marker: only the marker is renewed.
+            Ok(here) if here == fresh => {
+                let renewed = dest.join(format!("{MARKER}.{}", std::process::id()));
+                fs::write(&renewed, format!("{sha256}\n{fresh}"))?;
+                fs::rename(&renewed, dest.join(MARKER))?;
+                fs::remove_dir_all(&tmp).ok();
+                return Ok(done(dest));
+            }
+            here => {
+                let what = match here {
+                    Ok(here) => differing(&here, &fresh),
+                    Err(e) => format!("{e:#}"),
+                };
+                let aside = cache.root().join("damaged").join(format!(
+                    "source-{name}-{version}.{}.{}",
+                    std::process::id(),
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+                ));
+                fs::create_dir_all(aside.parent().expect("damaged/ has a parent"))?;
+                fs::rename(&dest, &aside).with_context(|| format!("cannot move the damaged {} aside", dest.display()))?;
+                say(format!(
+                    "warning: the unpacked {name} {version} in {} differs from its checked crate ({what}); moved it to {} and unpacked it again",
+                    dest.display(),
+                    aside.display()
+                ));
+            }
+        }
     }
-    publish_dir(&tmp.join(format!("{name}-{version}")), &dest)?;
+    publish_dir(&inner, &dest)?;
     fs::remove_dir_all(&tmp).ok();
     Ok(done(dest))
+}
+
+/// Every file below `root` but the marker, one `<sha256> <relative path>`
+/// line each, sorted; a link or anything else that is not a file or folder is refused.
+fn listing(root: &Path) -> Result<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+        for e in fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+            let e = e?;
+            let t = e.file_type()?;
+            let rel = e.path().strip_prefix(root).expect("below the root").to_string_lossy().into_owned();
+            if t.is_dir() {
+                walk(root, &e.path(), out)?;
+            } else if t.is_file() {
+                if !rel.starts_with(MARKER) {
+                    out.push(format!("{} {rel}", fetch::sha256_file(&e.path())?));
+                }
+            } else {
+                bail!("{} is not a file or folder", e.path().display());
+            }
+        }
+        Ok(())
+    }
+    let mut lines = Vec::new();
+    walk(root, root, &mut lines)?;
+    lines.sort_by(|a, b| a.split_once(' ').map(|x| x.1).cmp(&b.split_once(' ').map(|x| x.1)));
+    Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+}
+
+/// The files whose lines differ between two listings, named (at most 5).
+fn differing(here: &str, fresh: &str) -> String {
+    let (h, f): (std::collections::BTreeSet<&str>, std::collections::BTreeSet<&str>) = (here.lines().collect(), fresh.lines().collect());
+    let mut names: Vec<&str> = h.symmetric_difference(&f).map(|l| l.split_once(' ').map_or(*l, |x| x.1)).collect();
+    names.sort();
+    names.dedup();
+    let n = names.len();
+    names.truncate(5);
+    format!("{n} file(s): {}{}", names.join(", "), if n > 5 { ", ..." } else { "" })
 }
 
 /// Has cargo download `name` `version` and returns the `.crate` file.
@@ -111,5 +206,66 @@ fn find_in_cargo_cache(name: &str, version: &str) -> Result<PathBuf> {
 impl SourceCrate {
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `.crate` (gzipped tar of `demo-1.0.0/`) with a manifest and one source file.
+    fn demo_crate(dir: &Path) -> PathBuf {
+        let file = dir.join("demo-1.0.0.crate");
+        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(fs::File::create(&file).unwrap(), flate2::Compression::default()));
+        for (path, text) in [("demo-1.0.0/Cargo.toml", "[package]\nname = \"demo\"\n"), ("demo-1.0.0/src/kernel.cu", "__global__ void k() {}\n")] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(text.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            tar.append_data(&mut h, path, text.as_bytes()).unwrap();
+        }
+        tar.into_inner().unwrap().finish().unwrap();
+        file
+    }
+
+    #[test]
+    fn the_unpacked_source_crate_is_re_hashed_on_every_use() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::at(tmp.path().join("cache")).unwrap();
+        let file = demo_crate(tmp.path());
+        let sha = fetch::sha256_file(&file).unwrap();
+        let said = std::cell::RefCell::new(Vec::new());
+        let say = |l: String| said.borrow_mut().push(l);
+        let find = || Ok(file.clone());
+        let c = unpacked(&cache, "demo", "1.0.0", &sha, &find, &say).unwrap();
+        let kernel = c.path("src/kernel.cu");
+        // Intact: used as it is, without the crate.
+        let no_crate = || -> Result<PathBuf> { bail!("the crate is not needed for an intact tree") };
+        unpacked(&cache, "demo", "1.0.0", &sha, &no_crate, &say).unwrap();
+        assert!(said.borrow().is_empty(), "{:?}", said.borrow());
+        // A file changed after the tree was marked verified: found, moved aside, unpacked again.
+        fs::write(&kernel, "__global__ void k() { /* planted */ }\n").unwrap();
+        let again = unpacked(&cache, "demo", "1.0.0", &sha, &find, &say).unwrap();
+        assert_eq!(fs::read_to_string(again.path("src/kernel.cu")).unwrap(), "__global__ void k() {}\n");
+        let said_now = said.borrow().join("\n");
+        assert!(said_now.contains("differs from its checked crate") && said_now.contains("src/kernel.cu"), "{said_now}");
+        assert!(fs::read_dir(cache.root().join("damaged")).unwrap().count() == 1, "the damaged tree is kept aside");
+        // A file added is found too, and so is a marker of an older kiln (no listing) over a changed tree.
+        fs::write(again.path("src/extra.cu"), "").unwrap();
+        fs::write(again.path(MARKER), format!("{sha}\n")).unwrap();
+        let e = unpacked(&cache, "demo", "1.0.0", &sha, &no_crate, &say).unwrap_err();
+        assert!(format!("{e:#}").contains("not needed"), "a changed tree is never used as it is: {e:#}");
+        unpacked(&cache, "demo", "1.0.0", &sha, &find, &say).unwrap();
+        assert!(!again.path("src/extra.cu").exists() && said.borrow().last().unwrap().contains("src/extra.cu"), "{:?}", said.borrow());
+        // An older marker over an intact tree is renewed in place, nothing moved.
+        fs::write(again.path(MARKER), format!("{sha}\n")).unwrap();
+        unpacked(&cache, "demo", "1.0.0", &sha, &find, &say).unwrap();
+        assert_eq!(fs::read_dir(cache.root().join("damaged")).unwrap().count(), 2);
+        unpacked(&cache, "demo", "1.0.0", &sha, &no_crate, &say).unwrap();
+        // No marker at all over a changed tree: never trusted, replaced.
+        fs::remove_file(again.path(MARKER)).unwrap();
+        fs::write(again.path("Cargo.toml"), "[package]\nname = \"planted\"\n").unwrap();
+        unpacked(&cache, "demo", "1.0.0", &sha, &find, &say).unwrap();
+        assert!(fs::read_to_string(again.path("Cargo.toml")).unwrap().contains("demo") && said.borrow().last().unwrap().contains("Cargo.toml"));
     }
 }

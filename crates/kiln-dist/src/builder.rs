@@ -29,7 +29,7 @@ use anyhow::{bail, Context, Result};
 use kiln_build::{run_graph, Job, Plan};
 use kiln_manifest::Toolchain;
 use kiln_pins::{HipArch, KernelSet, Pins};
-use kiln_toolchain::{remote, sysroot, wheel::Tool, Cache, Runner};
+use kiln_toolchain::{fetch, remote, sysroot, wheel::Tool, Cache, Runner};
 
 use crate::{
     cache_admin, collect, compilers, costs,
@@ -96,6 +96,10 @@ pub struct Outcome {
     pub out: PathBuf,
     /// Its lock file (read or written only as [`LockMode`] says).
     pub lock: PathBuf,
+    /// Its static library's objects, by the lock's paths ([`lock::Lock::objects`]).
+    pub objects: lock::Digests,
+    /// Its crates' payload files (`None`: not packaged), by the lock's paths ([`lock::Lock::payloads`]).
+    pub payloads: Option<lock::Digests>,
 }
 
 pub struct Dist {
@@ -506,8 +510,10 @@ impl<'p> Builder<'p> {
             let bundles = collect::hip_bundles(set, &collected, &bundles)?;
             collected.extend(bundles);
             let manifest = collect::manifest(set, out.is_main, &src.sha256, tools.toolchain.clone(), &collected);
+            let objects = objects(g, nodes, built)?;
             if let Some(lock) = &scope.locks[i] {
-                let diff = lock.differences(&manifest, scope.selection.is_all());
+                let mut diff = lock.object_differences(&objects, scope.selection.is_all());
+                diff.extend(lock.differences(&manifest, scope.selection.is_all()));
                 if !diff.is_empty() {
                     bail!(
                         "--locked: set `{}`: {} difference(s) from {}; no dist folder was changed:\n  {}",
@@ -518,7 +524,7 @@ impl<'p> Builder<'p> {
                     );
                 }
             }
-            validated.push(Validated { manifest, collected });
+            validated.push(Validated { manifest, collected, objects });
         }
         Ok(validated)
     }
@@ -558,7 +564,33 @@ impl<'p> Builder<'p> {
                 }
                 None => (Vec::new(), None),
             };
-            let outcome = Outcome { set: set.name.clone(), manifest: s.manifest, crates, out: out.folder.clone(), lock: out.lock.clone() };
+            // What the crates carry, against the lock's payloads ([`LockMode::Check`]).
+            let payloads = match key {
+                Some(_) => Some(kiln_package::record::payload_digests(&s.folder.dir, &crates)?),
+                None => None,
+            };
+            if let (Some(lock), Some(payloads)) = (&scope.locks[i], &payloads) {
+                let diff = lock.payload_differences(payloads);
+                if !diff.is_empty() {
+                    bail!(
+                        "--locked: set `{}`: {} payload(s) of its crates differ from {} (a substituted or damaged cache entry, \
+                         or the crates' payloads changed: then `--update-lock`); no dist folder was changed:\n  {}",
+                        set.name,
+                        diff.len(),
+                        out.lock.display(),
+                        diff.join("\n  ")
+                    );
+                }
+            }
+            let outcome = Outcome {
+                set: set.name.clone(),
+                manifest: s.manifest,
+                crates,
+                out: out.folder.clone(),
+                lock: out.lock.clone(),
+                objects: s.objects,
+                payloads,
+            };
             packaged.push(Packaged { outcome, folder: s.folder, key });
         }
         Ok(packaged)
@@ -589,7 +621,7 @@ impl<'p> Builder<'p> {
         if self.lock == LockMode::Update {
             for o in &outcomes {
                 let mut l = if o.lock.exists() { lock::Lock::load(&o.lock)? } else { lock::Lock::of(&o.manifest) };
-                l.update(&o.manifest);
+                l.update(&o.manifest, &o.objects, o.payloads.as_ref());
                 l.write(&o.lock)?;
             }
         }
@@ -623,10 +655,9 @@ impl<'p> Builder<'p> {
 
 /// Stage 7: every set's folder staged (manifest and artifacts) before any is published.
 fn stage(outputs: &[SetOutput], validated: Vec<Validated>) -> Result<Vec<StagedSet>> {
-    let staged = outputs
-        .iter()
-        .zip(validated)
-        .map(|(out, v)| Ok(StagedSet { folder: output::stage(&out.folder, &v.manifest.to_json(), &v.collected)?, manifest: v.manifest }));
+    let staged = outputs.iter().zip(validated).map(|(out, v)| {
+        Ok(StagedSet { folder: output::stage(&out.folder, &v.manifest.to_json(), &v.collected)?, manifest: v.manifest, objects: v.objects })
+    });
     staged.collect()
 }
 
@@ -642,6 +673,13 @@ fn payloads(g: &Graph, nodes: &graph::SetNodes, p: &graph::Packaging, built: &[k
         artifacts.insert(path, built[payload].path.clone());
     }
     package::Payloads { artifacts, slices: built[p.slices].path.clone(), cudart: built[p.cudart].path.clone() }
+}
+
+/// The sha256 of each static-library object a set's archive was made of,
+/// by the path the lock names it with ([`collect::object_path`]).
+fn objects(g: &Graph, nodes: &graph::SetNodes, built: &[kiln_build::Built]) -> Result<lock::Digests> {
+    let Some(a) = nodes.archive else { return Ok(lock::Digests::new()) };
+    g.nodes[a].inputs.iter().map(|(o, _)| Ok((collect::object_path(g.job(*o)), fetch::sha256_file(&built[*o].path)?))).collect()
 }
 
 /// What a build is of ([`Builder::build`]'s first stage).
@@ -674,16 +712,18 @@ struct Ran {
     compiled: Vec<(String, Option<f64>)>,
 }
 
-/// One set's artifacts, validated, and its manifest.
+/// One set's artifacts, validated, its manifest, and its static library's objects.
 struct Validated {
     manifest: SetManifest,
     collected: Vec<collect::Collected>,
+    objects: lock::Digests,
 }
 
 /// One set's folder staged beside its dist folder.
 struct StagedSet {
     manifest: SetManifest,
     folder: output::Staged,
+    objects: lock::Digests,
 }
 
 /// Every set published.

@@ -62,6 +62,13 @@ pub fn dist_path(job: &Job) -> String {
     }
 }
 
+/// How the lock names a static-library object (`cuda/lib/<lib>/<stem>.o`):
+/// not a dist file, but what the library is archived from.
+pub fn object_path(job: &Job) -> String {
+    debug_assert!(job.kind == JobKind::Object, "{job}: not an object");
+    format!("cuda/lib/{}.o", job.module)
+}
+
 /// Where a module's HIP bundle goes.
 pub fn bundle_path(module: &str) -> String {
     format!("hip/bundle/{module}.hipfb")

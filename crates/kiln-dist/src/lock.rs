@@ -37,7 +37,18 @@ pub struct Lock {
     pub toolchain: String,
     /// Dist path → sha256.
     pub artifacts: BTreeMap<String, String>,
+    /// Each static-library object (`cuda/lib/<lib>/<stem>.o`, [`crate::collect::object_path`])
+    /// → sha256: what `dist merge` takes from parts is checked against it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub objects: BTreeMap<String, String>,
+    /// Each payload file the packaged crates carry (`<crate>/payload/<file>`,
+    /// [`kiln_package::record::payload_digests`]) → the sha256 of its compressed bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub payloads: BTreeMap<String, String>,
 }
+
+/// Paths → sha256 of what a build made besides the manifest's artifacts.
+pub type Digests = BTreeMap<String, String>;
 
 impl Lock {
     pub fn of(written: &SetManifest) -> Lock {
@@ -47,6 +58,8 @@ impl Lock {
             source: written.source_line(),
             toolchain: manifest.toolchain.identity.clone(),
             artifacts: manifest.artifacts.iter().map(|a| (a.path.clone(), a.sha256.clone())).collect(),
+            objects: BTreeMap::new(),
+            payloads: BTreeMap::new(),
         }
     }
 
@@ -63,8 +76,10 @@ impl Lock {
         Ok(lock)
     }
 
-    /// Merges `manifest` into this lock (a partial build updates only what it built).
-    pub fn update(&mut self, manifest: &SetManifest) {
+    /// Merges `manifest`, the static library's `objects` and the packaged
+    /// crates' `payloads` (`None`: not packaged) into this lock (a partial
+    /// build updates only what it built; packaged crates replace every payload).
+    pub fn update(&mut self, manifest: &SetManifest, objects: &Digests, payloads: Option<&Digests>) {
         let fresh = Lock::of(manifest);
         if fresh.toolchain != self.toolchain || fresh.source != self.source {
             // Hashes made with other inputs mean nothing now.
@@ -72,6 +87,28 @@ impl Lock {
         } else {
             self.artifacts.extend(fresh.artifacts);
         }
+        self.objects.extend(objects.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if let Some(p) = payloads {
+            self.payloads = p.clone();
+        }
+    }
+
+    /// Every way the static library's `objects` disagree with the lock's;
+    /// none where the lock has no objects (one written before it held them).
+    pub fn object_differences(&self, objects: &Digests, complete: bool) -> Vec<String> {
+        if self.objects.is_empty() {
+            return Vec::new();
+        }
+        digest_differences("", &self.objects, objects, complete, "built")
+    }
+
+    /// Every way the packaged crates' `payloads` disagree with the lock's;
+    /// none where the lock has no payloads (one written before it held them).
+    pub fn payload_differences(&self, payloads: &Digests) -> Vec<String> {
+        if self.payloads.is_empty() {
+            return Vec::new();
+        }
+        digest_differences("payload ", &self.payloads, payloads, true, "packaged")
     }
 
     pub fn write(&self, path: &Path) -> Result<()> {
@@ -130,6 +167,22 @@ impl Lock {
     }
 }
 
+/// Each path of `made` whose sha256 is not `locked`'s, and (`complete`) each locked path not made.
+fn digest_differences(what: &str, locked: &Digests, made: &Digests, complete: bool, verb: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, h) in made {
+        match locked.get(path) {
+            None => out.push(format!("{what}{path}: not in the lock ({verb} {})", short(h))),
+            Some(l) if l != h => out.push(format!("{what}{path}: differs: lock {}, {verb} {}", short(l), short(h))),
+            Some(_) => {}
+        }
+    }
+    if complete {
+        out.extend(locked.keys().filter(|p| !made.contains_key(*p)).map(|p| format!("{what}{p}: in the lock but not {verb}")));
+    }
+    out
+}
+
 fn short(h: &str) -> &str {
     &h[..h.len().min(16)]
 }
@@ -176,5 +229,36 @@ mod tests {
         assert!(d.last().unwrap().contains("not a damaged cache") && d.last().unwrap().contains("not deterministic"), "{d:?}");
         let d = lock.differences(&manifest("t2", &"22".repeat(32)), true);
         assert!(d[0].starts_with("toolchain:") && d.last().unwrap().contains("a pin changed"), "{d:?}");
+    }
+
+    #[test]
+    fn objects_and_payloads_are_locked_and_compared_when_the_lock_holds_them() {
+        let m = manifest("t1", &"11".repeat(32));
+        let digests = |pairs: &[(&str, &str)]| -> Digests { pairs.iter().map(|(k, v)| (k.to_string(), v.repeat(32))).collect() };
+        let mut lock = Lock::of(&m);
+        // A lock without the sections compares nothing (and still reads back).
+        assert!(lock.object_differences(&digests(&[("cuda/lib/l/a.o", "aa")]), true).is_empty());
+        assert!(lock.payload_differences(&digests(&[("c/payload/x.zst", "bb")])).is_empty());
+        lock.update(&m, &digests(&[("cuda/lib/l/a.o", "aa")]), Some(&digests(&[("c/payload/x.zst", "bb")])));
+        let tmp = tempfile::tempdir().unwrap();
+        lock.write(&tmp.path().join("a.lock")).unwrap();
+        let back = Lock::load(&tmp.path().join("a.lock")).unwrap();
+        assert_eq!(back, lock);
+        let text = fs::read_to_string(tmp.path().join("a.lock")).unwrap();
+        assert!(text.find("[artifacts]").unwrap() < text.find("[objects]").unwrap() && text.contains("[payloads]"), "{text}");
+        assert!(back.object_differences(&digests(&[("cuda/lib/l/a.o", "aa")]), true).is_empty());
+        let d = back.object_differences(&digests(&[("cuda/lib/l/a.o", "cc")]), true);
+        assert_eq!(d, [format!("cuda/lib/l/a.o: differs: lock {}, built {}", "a".repeat(16), "c".repeat(16))]);
+        let d = back.payload_differences(&digests(&[("c/payload/y.zst", "bb")]));
+        assert!(
+            d[0].starts_with("payload c/payload/y.zst: not in the lock") && d[1].contains("c/payload/x.zst: in the lock but not packaged"),
+            "{d:?}"
+        );
+        // A build that packaged nothing keeps the payloads; new pins drop everything.
+        let mut kept = back.clone();
+        kept.update(&m, &Digests::new(), None);
+        assert_eq!(kept.payloads, back.payloads);
+        kept.update(&manifest("t2", &"11".repeat(32)), &Digests::new(), None);
+        assert!(kept.objects.is_empty() && kept.payloads.is_empty());
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! The parts are checked against each other and against the plan this
 //! checkout makes (same identity, every job exactly once, every file whole,
-//! every artifact as the set's lock has it), and every problem is named
+//! every artifact and static-library object as the set's lock has it, whenever
+//! there is one), and every problem is named
 //! before anything is written. Then each output goes into the local cache
 //! under its job key, and the ordinary dist runs with compiling turned off:
 //! every compile job is a cache hit, and the assembling steps (static-library
@@ -197,8 +198,14 @@ fn check_parts<'p>(
             say(format!("warning: {line}"));
         }
     }
-    for (p, j) in chosen.iter().flatten() {
-        let (dir, part) = &parts[*p];
+    if lock_applies.is_some_and(|l| l.objects.is_empty()) && plan.jobs.iter().any(|j| j.kind == kiln_build::JobKind::Object) {
+        say(format!(
+            "warning: {lock_name} holds no static-library objects (written before it did): the parts' objects are not compared with it; \
+             `--update-lock` adds them"
+        ));
+    }
+    for (i, (p, j)) in chosen.iter().enumerate().filter_map(|(i, c)| c.map(|c| (i, c))) {
+        let (dir, part) = &parts[p];
         let file = Part::file(dir, j);
         let whose = format!("{} (shard {}, {})", dir.display(), part.shard, j.job);
         match fetch::sha256_file(&file) {
@@ -211,14 +218,20 @@ fn check_parts<'p>(
                 &j.sha256[..16.min(j.sha256.len())]
             )),
             Ok(_) => {
-                if let (Some(lock), Some(path)) = (lock_applies, &j.dist_path) {
-                    match lock.artifacts.get(path) {
-                        Some(h) if *h != j.sha256 => {
-                            problems.push(format!("{whose}: {path} has sha256 {}, {lock_name} says {}", short(&j.sha256, 16), short(h, 16)))
-                        }
-                        None if locked => problems.push(format!("{whose}: {path} is not in {lock_name} (--locked)")),
-                        _ => {}
+                // Every file taken from a part, artifact or static-library
+                // object, against the lock whenever there is one for these pins.
+                let Some(lock) = lock_applies else { continue };
+                let (path, locked_as) = match &j.dist_path {
+                    Some(path) => (path.clone(), &lock.artifacts),
+                    None if lock.objects.is_empty() => continue,
+                    None => (crate::collect::object_path(&plan.jobs[i]), &lock.objects),
+                };
+                match locked_as.get(&path) {
+                    Some(h) if *h != j.sha256 => {
+                        problems.push(format!("{whose}: {path} has sha256 {}, {lock_name} says {}", short(&j.sha256, 16), short(h, 16)))
                     }
+                    None if locked => problems.push(format!("{whose}: {path} is not in {lock_name} (--locked)")),
+                    _ => {}
                 }
             }
         }

@@ -170,7 +170,7 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
     let out = b.part_folder(&one.output, spec);
     part::check_out(&out)?;
     output::remove_stale_siblings(&out);
-    // Only the shard's own artifacts are compared with the lock (`--locked`).
+    // Only the shard's own artifacts and objects are compared with the lock (`--locked`).
     let lock = if b.lock == LockMode::Check { Some(crate::lock::Lock::load(&one.output.lock)?) } else { None };
     let tools = b.provision(&[one.set], &one.selection, b.remote.clone(), say)?;
     let planned = b.plan(&tools, &[one.set], say)?;
@@ -207,7 +207,13 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
     let collected = collect::artifacts(&one.set.targets, &modules)?;
     if let Some(lock) = &lock {
         let m = collect::manifest(one.set, one.output.is_main, &planned.sources[0].sha256, tools.toolchain.clone(), &collected);
-        let diff = lock.differences(&m, false);
+        let objects = built
+            .iter()
+            .filter(|(j, _)| j.kind == JobKind::Object)
+            .map(|(j, b)| Ok((collect::object_path(j), fetch::sha256_file(&b.path)?)))
+            .collect::<Result<crate::lock::Digests>>()?;
+        let mut diff = lock.object_differences(&objects, false);
+        diff.extend(lock.differences(&m, false));
         if !diff.is_empty() {
             bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), one.output.lock_name(), diff.join("\n  "));
         }

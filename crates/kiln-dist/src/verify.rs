@@ -1,6 +1,7 @@
 //! Reading a written dist folder back as a consumer gets it: every artifact
-//! against the manifest, the manifest against `artifacts.lock`, and the
-//! packaged crates against `crates.json`.
+//! against the manifest, the manifest against `artifacts.lock`, the
+//! packaged crates against `crates.json`, and every payload in them against
+//! the manifest (inflated, at most its size) and the lock's payloads.
 
 use std::path::Path;
 
@@ -31,7 +32,10 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
     let crates = dist.join(package::CRATES_DIR);
     if crates.join(package::CRATES_JSON).is_file() {
         match package::verify_cached(&crates) {
-            Ok(records) => n = records.len(),
+            Ok(records) => {
+                n = records.len();
+                problems.extend(payloads(dist, &written, &records, lock));
+            }
             Err(e) => problems.push(format!("{}: {e:#}", crates.display())),
         }
     }
@@ -39,6 +43,36 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
         bail!("{} problem(s) in {}:\n  {}", problems.len(), dist.display(), problems.join("\n  "));
     }
     Ok((m.artifacts.len(), n))
+}
+
+/// Every payload the crates carry: an artifact's inflates (at most its
+/// size) to the manifest's bytes, and each file is the one the lock's
+/// payloads name, where the lock has them.
+fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord], lock: &Lock) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut digests = crate::lock::Digests::new();
+    for r in records {
+        let file = dist.join(&r.file);
+        let carried = std::fs::read(&file).map_err(anyhow::Error::from).and_then(|bytes| kiln_package::record::payloads(r, &bytes));
+        let carried = match carried {
+            Ok(c) => c,
+            Err(e) => {
+                problems.push(format!("{}: {e:#}", file.display()));
+                continue;
+            }
+        };
+        for (path, data) in carried {
+            let artifact = path.split_once(&format!("/{}/", kiln_package::record::PAYLOAD_DIR)).and_then(|(_, rel)| rel.strip_suffix(".zst"));
+            if let Some(a) = artifact.and_then(|rel| written.manifest.artifacts.iter().find(|a| a.path == rel)) {
+                if let Err(e) = kiln_package::compress::check(&data, a.size, &a.sha256) {
+                    problems.push(format!("{path} (in {}): {e:#}, which the manifest gives {}", r.file, a.path));
+                }
+            }
+            digests.insert(path, kiln_manifest::sha256_hex(&data));
+        }
+    }
+    problems.extend(lock.payload_differences(&digests));
+    problems
 }
 
 /// `cargo xtask verify`: the dist folder `dist` re-hashed against its

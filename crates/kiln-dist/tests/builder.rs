@@ -213,3 +213,40 @@ fn a_kernel_that_fails_for_one_arch_names_set_module_and_arch_and_no_folder_chan
     assert!(!tmp.join("dist-fragile").exists());
     fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// `dist merge` without `--locked` still checks every file it takes from a
+/// part against the set's lock, the static library's objects too: an object
+/// substituted in a part (its bytes and part.json agreeing) is refused,
+/// naming it, before anything reaches the cache or the dist folder (it
+/// would otherwise be archived into the library the crates ship).
+#[test]
+fn a_merge_without_locked_refuses_a_substituted_object_naming_it() {
+    let pins = pins();
+    let tmp = temp("merge-object");
+    let out = tmp.join("kernels");
+    let dist = Builder::new(&pins).set(example(&pins)).out(&out).lock_dir(&tmp).lock(LockMode::Update).build(&say).unwrap();
+    let lock = Lock::load(&tmp.join("artifacts.lock")).unwrap();
+    assert_eq!(lock.objects.keys().collect::<Vec<_>>(), ["cuda/lib/exampleops/axpy_api.o", "cuda/lib/exampleops/axpy_kernel.o"]);
+    assert_eq!(&lock.objects, &dist.sets[0].objects);
+
+    let part = tmp.join("part");
+    Builder::new(&pins).set(example(&pins)).lock_dir(&tmp).part_out(&part).shard(kiln_dist::Spec { k: 1, n: 1 }, &say).unwrap();
+    // One object's bytes replaced by the other's, part.json made to agree.
+    let json = part.join("part.json");
+    let mut doc: serde_json::Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    let jobs = doc["jobs"].as_array().unwrap();
+    let file_of = |stem: &str| jobs.iter().position(|j| j["file"].as_str().unwrap().ends_with(&format!("/{stem}.o"))).unwrap();
+    let (victim, donor) = (file_of("axpy_api"), file_of("axpy_kernel"));
+    let bytes = fs::read(part.join(jobs[donor]["file"].as_str().unwrap())).unwrap();
+    fs::write(part.join(jobs[victim]["file"].as_str().unwrap()), &bytes).unwrap();
+    doc["jobs"][victim]["sha256"] = kiln_manifest::sha256_hex(&bytes).into();
+    doc["jobs"][victim]["size"] = bytes.len().into();
+    fs::write(&json, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+
+    let merged = tmp.join("merged");
+    let e = Builder::new(&pins).set(example(&pins)).out(&merged).lock_dir(&tmp).merge(&[part], &say);
+    let Err(e) = e else { panic!("merged a part with a substituted object") };
+    let e = format!("{e:#}");
+    assert!(e.contains("cuda/lib/exampleops/axpy_api.o has sha256") && e.contains("artifacts.lock says") && e.contains("nothing was written"), "{e}");
+    assert!(!merged.exists(), "a refused merge wrote its dist folder");
+}

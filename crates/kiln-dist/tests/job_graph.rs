@@ -148,3 +148,39 @@ fn the_archive_job_reads_its_objects_from_the_graph() {
     }
     fs::remove_dir_all(dir).unwrap();
 }
+
+/// A job's output that is a link (here to a file outside the job folder) is
+/// refused, naming the job and the output, and nothing enters the cache:
+/// the hash, the cache and every reader would follow it out of the sandbox.
+#[test]
+fn a_job_whose_output_is_a_symlink_is_refused() {
+    let (_pins, runner) = toolchain();
+    let dir = temp("graph-symlink");
+    let cache = Cache::at(dir.join("cache")).unwrap();
+    let outside = dir.join("outside.txt");
+    fs::write(&outside, "not the job's").unwrap();
+    let target = outside.clone();
+    let nodes = vec![Node::step(
+        Step {
+            label: "a linking step".into(),
+            output: "out.bin".into(),
+            recipe: "link v1".into(),
+            staged: Vec::new(),
+            cost: 1,
+            run: Box::new(move |io| {
+                std::os::unix::fs::symlink(&target, io.path("out.bin"))?;
+                Ok(())
+            }),
+        },
+        Vec::new(),
+    )];
+    let opts = kiln_build::Options { workers: 1, ..Default::default() };
+    let results = run_graph(&runner, &cache, &nodes, &opts, &|l| eprintln!("{l}"));
+    let failed = results[0].as_ref().expect_err("a link output must be refused");
+    assert!(failed.tail.contains("a linking step") && failed.tail.contains("out.bin") && failed.tail.contains("symbolic link"), "{failed}");
+    assert!(!cache.root().join("objects").exists() || walk_has_no(&cache.root().join("objects"), "out.bin"), "nothing was cached");
+}
+
+fn walk_has_no(dir: &std::path::Path, name: &str) -> bool {
+    fs::read_dir(dir).unwrap().flatten().all(|e| e.file_name() != name && (!e.path().is_dir() || walk_has_no(&e.path(), name)))
+}

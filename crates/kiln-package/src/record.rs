@@ -1,7 +1,11 @@
 //! `crates/crates.json` in the dist folder: one record per packaged `.crate`.
 //! Written by kiln-dist after packaging, read by kiln-publish (and the tests);
-//! this is the one definition of it.
+//! this is the one definition of it. Also what the packaged crates carry as
+//! payloads ([`payloads`]), which the lock records and `verify` re-reads.
 
+use std::{collections::BTreeMap, io::Read, path::Path};
+
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 /// The packaged crates' folder, relative to the dist folder.
@@ -25,4 +29,46 @@ pub struct CrateRecord {
     pub raw_bytes: u64,
     #[serde(default)]
     pub payload_bytes: u64,
+}
+
+/// The folder of a crate's compressed payloads, inside its package.
+pub const PAYLOAD_DIR: &str = "payload";
+
+/// Every payload file of the packaged crate `bytes` (a gzipped tar whose
+/// paths start with `<name>-<version>/`) that `record` describes, as
+/// (`<name>/payload/<file>`, compressed bytes): the `.zst` files below
+/// [`PAYLOAD_DIR`] (the main crate's `manifest.json` there is not one).
+pub fn payloads(record: &CrateRecord, bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
+    let prefix = format!("{}-{}/{PAYLOAD_DIR}/", record.name, record.version);
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let mut out = Vec::new();
+    for entry in archive.entries().with_context(|| format!("{}: not a gzipped tar archive", record.file))? {
+        let mut entry = entry.with_context(|| format!("{}: damaged tar archive", record.file))?;
+        let path = entry.path()?.to_string_lossy().into_owned();
+        let Some(rel) = path.strip_prefix(&prefix) else { continue };
+        if !rel.ends_with(".zst") {
+            continue;
+        }
+        if !entry.header().entry_type().is_file() {
+            bail!("{}: {path} is not a regular file", record.file);
+        }
+        let mut data = Vec::new();
+        entry.read_to_end(&mut data).with_context(|| format!("{}: cannot read {path}", record.file))?;
+        out.push((format!("{}/{PAYLOAD_DIR}/{rel}", record.name), data));
+    }
+    Ok(out)
+}
+
+/// The sha256 of every payload file of the crates `records` lists (their
+/// files relative to the dist folder `dist`), by `<crate>/payload/<file>`.
+pub fn payload_digests(dist: &Path, records: &[CrateRecord]) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for r in records {
+        let file = dist.join(&r.file);
+        let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        for (path, data) in payloads(r, &bytes)? {
+            out.insert(path, kiln_manifest::sha256_hex(&data));
+        }
+    }
+    Ok(out)
 }

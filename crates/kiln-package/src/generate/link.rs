@@ -117,7 +117,8 @@ fn write_crate(g: &Gen, dir: &Path, c: &LinkCrate) -> Result<()> {
 fn write_crate_as(g: &Gen, dir: &Path, c: &LinkCrate, main: &str, version: &str) -> Result<()> {
     let payload_rel = format!("payload/lib{}.a.zst", c.lib);
     fs::create_dir_all(dir.join("payload"))?;
-    fs::copy(c.payload, dir.join(&payload_rel)).with_context(|| format!("cannot copy {}", c.payload.display()))?;
+    let bytes = super::checked_payload(&format!("lib{}.a (crate {})", c.lib, c.name), c.payload, c.raw_bytes, c.sha256)?;
+    fs::write(dir.join(&payload_rel), bytes).with_context(|| format!("cannot write {}", dir.join(&payload_rel).display()))?;
     write(
         &dir.join("src/link.rs"),
         format!(
@@ -131,6 +132,8 @@ fn write_crate_as(g: &Gen, dir: &Path, c: &LinkCrate, main: &str, version: &str)
         ),
     )?;
     write(&dir.join("build.rs"), g.template("link/build.rs")?)?;
+    // The one bounded reader, the main crate's own (the build script includes it).
+    write(&dir.join("src/inflate.rs"), g.template("main/src/inflate.rs")?)?;
     // rustc links only the crates a crate names: without the `extern crate`,
     // the dependency's static library (the CUDA runtime this one calls)
     // would be left out of the link.

@@ -55,7 +55,7 @@ impl Deps {
 }
 
 /// The template's hand-written sources of the main crate.
-const SOURCES: [&str; 8] = ["lib.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs"];
+const SOURCES: [&str; 9] = ["lib.rs", "inflate.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs"];
 
 pub fn write_crate(g: &Gen, main_part: &Part, deps: &Deps) -> Result<Crate> {
     let dir = g.out.join("main");

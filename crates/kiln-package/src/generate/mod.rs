@@ -167,13 +167,31 @@ fn within_budget(crates: &[Crate]) -> Result<()> {
     Ok(())
 }
 
-/// Copies an artifact's compressed bytes to `dir/payload/<rel>.zst`; returns
-/// (raw, compressed) sizes.
+/// Copies an artifact's compressed bytes to `dir/payload/<rel>.zst`, once
+/// they inflate to the manifest's size and sha256 ([`checked_payload`]);
+/// returns (raw, compressed) sizes.
 fn payload(inp: &Inputs, dir: &Path, rel: &str) -> Result<(u64, u64)> {
     let Some(artifact) = inp.manifest.artifacts.iter().find(|a| a.path == rel) else { bail!("{rel} is not in the manifest") };
     let Some(z) = inp.payloads.get(rel) else { bail!("{rel} has no compressed payload") };
+    let bytes = checked_payload(rel, z, artifact.size, &artifact.sha256)?;
     let dest = dir.join("payload").join(format!("{rel}.zst"));
     fs::create_dir_all(dest.parent().expect("payload/ is a parent"))?;
-    let bytes = fs::copy(z, &dest).map_err(|e| anyhow::anyhow!("cannot copy {} to {}: {e}", z.display(), dest.display()))?;
-    Ok((artifact.size, bytes))
+    fs::write(&dest, &bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dest.display()))?;
+    Ok((artifact.size, bytes.len() as u64))
+}
+
+/// The compressed bytes of `what` at `z` (a job's output in the cache),
+/// once they inflate to `size` bytes with sha256 `sha256`: else an error
+/// naming `what`, the file, and what to do; nothing is packaged.
+fn checked_payload(what: &str, z: &Path, size: u64, sha256: &str) -> Result<Vec<u8>> {
+    let bytes = fs::read(z).map_err(|e| anyhow::anyhow!("{what}: cannot read its payload {}: {e}", z.display()))?;
+    crate::compress::check(&bytes, size, sha256).map_err(|e| {
+        anyhow::anyhow!(
+            "{what}: its compressed payload {} {e:#}: the cache entry is damaged or was substituted (a shared or remote \
+             cache, or a part, gave other bytes); no crate was packaged. Remove {} and run again, and check who writes that cache",
+            z.display(),
+            z.parent().unwrap_or(z).display()
+        )
+    })?;
+    Ok(bytes)
 }

@@ -13,6 +13,7 @@ mod choose;
 mod fatbin;
 mod hip;
 mod image;
+mod inflate;
 mod payload;
 mod ptx;
 

@@ -1,9 +1,8 @@
 //! The artifacts are stored zstd-compressed (the crates.io size limit), and
 //! inflated on first use with a pure-Rust decoder: no C toolchain needed.
-//! Every inflated artifact is checked against the sha256 the manifest gives
-//! it before anything hands it to a driver.
-
-use std::io::Read;
+//! Every artifact is inflated to at most the size the manifest gives it
+//! ([`crate::inflate`]) and checked against its sha256 before anything hands
+//! it to a driver.
 
 /// Every (dist path, zstd bytes) this build carries: the main crate's own
 /// (the PTX) plus those of the part crates whose features are enabled.
@@ -15,25 +14,23 @@ pub(crate) fn find(path: &str) -> Option<&'static [u8]> {
     tables().into_iter().flat_map(|t| t.iter()).find(|(p, _)| *p == path).map(|(_, b)| *b)
 }
 
-pub(crate) fn inflate(path: &str, compressed: &[u8]) -> Result<Vec<u8>, String> {
-    let mut reader = compressed;
-    let mut decoder = ruzstd::decoding::StreamingDecoder::new(&mut reader)
-        .map_err(|e| format!("{path}: the packaged payload is not zstd: {e}"))?;
-    let mut out = Vec::new();
-    decoder.read_to_end(&mut out).map_err(|e| format!("{path}: the packaged payload is damaged: {e}"))?;
-    Ok(out)
-}
-
 /// The artifact at `path`, inflated and checked against the manifest's sha256.
 pub(crate) fn verified(path: &str) -> Result<Vec<u8>, String> {
     let crate_name = env!("CARGO_PKG_NAME");
     let Some(compressed) = find(path) else {
         return Err(format!("{path} is not carried by this build of {crate_name}"));
     };
-    let bytes = inflate(path, compressed)?;
     let Some(artifact) = crate::kiln::manifest().artifacts.iter().find(|a| a.path == path) else {
         return Err(format!("{path} is carried but not in the embedded manifest: this build of {crate_name} is damaged"));
     };
+    // At most the manifest's size is inflated, then hashed.
+    let bytes = crate::inflate::inflate_exactly(path, compressed, artifact.size).map_err(|e| {
+        format!(
+            "{e} (the manifest says {} bytes with sha256 {}): the packaged payload of {crate_name} is damaged \
+             (reinstall the crate: `cargo clean -p {crate_name}`, or check what replaced it in the registry cache)",
+            artifact.size, artifact.sha256
+        )
+    })?;
     let sha = kiln_manifest::sha256_hex(&bytes);
     if sha != artifact.sha256 {
         return Err(format!(
