@@ -27,12 +27,13 @@
 #endif
 
 // candle gates its f16 (>= 530), bf16 and fp8 (>= 800) kernels on __CUDA_ARCH__,
-// and the fp8 kernels that need sm_89 hardware (>= 890). 800 gives AMD the same
-// kernel set as the compute_80 PTX (kiln's floor): the shims below supply bf16
-// and fp8 in software, so they work on every AMD target. It is defined only in
-// the device pass, as nvcc does, and after the HIP headers, which must not see it.
+// and the fp8 kernels that need sm_89 hardware (>= 890). 890 gives AMD the same
+// kernel set as the compute_89 PTX and sm_89, as upstream's ROCm backend builds
+// (-D__CUDA_ARCH__=890): cuda_bf16.h and cuda_fp8.h here convert in software, so
+// every kernel works on every AMD target. It is defined only in the device pass,
+// as nvcc does, and after the HIP headers, which must not see it.
 #if defined(__HIP_DEVICE_COMPILE__) && !defined(__CUDA_ARCH__)
-#define __CUDA_ARCH__ 800
+#define __CUDA_ARCH__ 890
 #endif
 // candle's compatibility.cuh derives the toolkit version from these; 12.4 is the
 // pinned nvcc (pins.toml) and makes candle rely on the toolkit's __hmax_nan, which

@@ -2,8 +2,10 @@
 // (cuda_bf16.h, cuda_fp8.h next to this file). Plain C++ on integer bits, with
 // no HIP dependency, so that kernels/hip/test/fpconv_vs_cuda.cpp can compile the
 // same code on the host and compare it, input by input, with the CUDA 12.4
-// headers in kiln's sysroot. The rules implemented are CUDA's for sm_80 (what
-// __CUDA_ARCH__ 800 promises): round to nearest even; NaN -> canonical NaN
+// headers in kiln's sysroot. The rules implemented are CUDA's software path (its
+// sm_80 code; the shims define __CUDA_ARCH__ 890 for candle's kernel gates, and
+// sm_89+ hardware conversions agree but for the NaN payloads docs/hip-shims.md
+// lists): round to nearest even; NaN -> canonical NaN
 // where CUDA canonicalizes; fp8 saturation as __NV_SATFINITE; float -> integer
 // truncating with saturation, NaN -> 0 (64-bit: 0x8000000000000000).
 #pragma once

@@ -15,9 +15,10 @@ use crate::{
 
 /// The `__CUDA_ARCH__` (divided by 10) that the pinned HIP shims define for
 /// device passes: AMD code objects get exactly the kernels the sources compile
-/// for that NVIDIA level (bf16 on, fp8 off). A test reads the main set's
-/// forced headers to keep the two equal.
-pub const EMULATED_CUDA_ARCH: u32 = 80;
+/// for that NVIDIA level (bf16 and fp8 on: the shims convert both in
+/// software), as upstream's ROCm backend compiles them (`-D__CUDA_ARCH__=890`).
+/// A test reads the main set's forced headers to keep the two equal.
+pub const EMULATED_CUDA_ARCH: u32 = 89;
 
 pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &HipArch) -> Result<Job> {
     let clang = &pins.toolchain.clang.package; // clang-17
@@ -35,6 +36,8 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
         format!("--rocm-device-lib-path=/usr/lib/llvm-{major}/lib/clang/{major}/amdgcn/bitcode"),
     ];
     argv.extend(plan.set.flags.hip.iter().cloned());
+    // The launch-geometry macros of kiln-target's table (the manifest records them per artifact).
+    argv.extend(arch.row().geometry_defines().into_iter().map(|d| format!("-D{d}")));
     if let Some(n) = plan.set.flags.hip_max_threads_per_block.get(module) {
         argv.push(format!("--gpu-max-threads-per-block={n}"));
     }

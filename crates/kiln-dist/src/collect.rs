@@ -11,8 +11,8 @@ use std::{
 use crate::set_manifest::SetManifest;
 use anyhow::{bail, Context, Result};
 use kiln_build::{Arch, Built, Failed, Job, JobKind, Node};
-use kiln_manifest::{Artifact, Backend, Kind, Manifest, Toolchain};
-use kiln_pins::{KernelSet, Pins, SassBy, Sm, Target, Targets};
+use kiln_manifest::{Artifact, Backend, Geometry, KernelResources, Kind, Manifest, Toolchain};
+use kiln_pins::{HipArch, KernelSet, Pins, SassBy, Sm, Target, Targets};
 use kiln_toolchain::fetch;
 use kiln_validate::{
     ar,
@@ -88,6 +88,7 @@ fn base(job: &Job, bytes: &[u8], kernels: Vec<String>) -> Artifact {
         kernels,
         ptx_version: None,
         resources: Vec::new(),
+        geometry: None,
     }
 }
 
@@ -113,6 +114,7 @@ fn describe(targets: &Targets, job: &Job, bytes: &[u8]) -> Result<Artifact> {
         (JobKind::Artifact(Kind::Hsaco), Some(Target::Hip(arch))) => {
             let h = hsaco::check(bytes, arch.as_str(), arch.mach(), targets.code_object_version)?;
             let mut a = base(job, bytes, h.kernel_names());
+            a.geometry = Some(geometry(arch, &h.kernels)?);
             a.resources = h.kernels;
             a
         }
@@ -128,6 +130,22 @@ fn describe(targets: &Targets, job: &Job, bytes: &[u8]) -> Result<Artifact> {
             base(job, bytes, c.kernels)
         }
         _ => unreachable!("{job}: not a module's job"),
+    })
+}
+
+/// The launch geometry a code object for `arch` was compiled for (kiln-target's
+/// row: the defines kiln-build put on its compile line, the wave size), checked
+/// against the wave size every kernel's metadata declares.
+pub fn geometry(arch: &HipArch, kernels: &[KernelResources]) -> Result<Geometry> {
+    let row = arch.row();
+    let wave = row.wavefront_size();
+    if let Some(k) = kernels.iter().find(|k| k.wavefront_size != u64::from(wave)) {
+        bail!("kernel {} is compiled for {}-lane waves, but {arch} code objects must be wave{wave} (kiln-target); was -mwavefrontsize64 or -mno-wavefrontsize64 passed?", k.name, k.wavefront_size);
+    }
+    Ok(Geometry {
+        cuda_arch: kiln_build::hip::EMULATED_CUDA_ARCH * 10,
+        defines: row.geometry_defines().into_iter().map(String::from).collect(),
+        wavefront_size: wave,
     })
 }
 
@@ -163,7 +181,9 @@ pub fn staticlib(set: &KernelSet, src_root: &Path, job: &Job, built: &Built) -> 
 /// Every module must export the same kernels on every target, as upstream's
 /// own arch gates decide them:
 /// - AMD targets exactly the kernels of the PTX level the HIP shims emulate
-///   (`__CUDA_ARCH__` [`kiln_build::hip::EMULATED_CUDA_ARCH`]);
+///   (`__CUDA_ARCH__` [`kiln_build::hip::EMULATED_CUDA_ARCH`]), and every
+///   kernel of every CUDA target (PTX or SASS) at or below that level, sm_89's
+///   included, whichever of them this run built: parity, with no exceptions;
 /// - NVIDIA targets at least the floor PTX's, and a newer arch never fewer
 ///   than an older one (candle gates bf16 kernels on 800, fp8 on 890);
 /// - SASS assembled by the newer ptxas exactly the kernels of the PTX it came from.
@@ -194,6 +214,7 @@ pub fn compare_kernel_sets(pins: &Pins, set: &KernelSet, collected: &[Collected]
                 None => first,
             };
             problems.extend(amd.differences(&reference, |_| Rule::Equal).into_iter().map(|d| format!("set `{}`, module {module}: {d}", set.name)));
+            problems.extend(parity_gaps(module, collected).into_iter().map(|d| format!("set `{}`, module {module}: {d} (kernel parity)", set.name)));
         }
         if let Some(first) = first_cuda {
             let floor = targets.cuda_ptx.first().map(|l| l.ptx());
@@ -222,9 +243,31 @@ pub fn compare_kernel_sets(pins: &Pins, set: &KernelSet, collected: &[Collected]
     Ok(())
 }
 
+/// One module's AMD code objects against each CUDA artifact at or below the
+/// emulated level: what each lacks.
+fn parity_gaps(module: &str, collected: &[Collected]) -> Vec<String> {
+    let ours: Vec<&Artifact> = collected.iter().map(|c| &c.artifact).filter(|a| a.module == module).collect();
+    let mut sets = KernelSets::default();
+    let mut amd = Vec::new();
+    let mut references = Vec::new();
+    for a in &ours {
+        let level = match Target::parse(&a.arch) {
+            Ok(Target::Ptx(sm) | Target::Sass(sm)) => Some(sm.0),
+            _ => None,
+        };
+        match (a.backend, level) {
+            (Backend::Hip, _) => amd.push(a.arch.clone()),
+            (Backend::Cuda, Some(l)) if l <= kiln_build::hip::EMULATED_CUDA_ARCH => references.push(a.arch.clone()),
+            _ => continue,
+        }
+        sets.add(&a.arch, &a.kernels);
+    }
+    references.iter().flat_map(|r| sets.covering(r, &amd)).collect()
+}
+
 /// The HIP bundles (built and read back in the graph: [`crate::graph`]) as
 /// artifacts. Every entry exports the same kernels: [`compare_kernel_sets`]
-/// held each module's code objects to the PTX floor's.
+/// held each module's code objects to the emulated PTX level's (compute_89).
 pub fn hip_bundles(set: &KernelSet, collected: &[Collected], bundles: &[(String, Built)]) -> Result<Vec<Collected>> {
     let archs: Vec<String> = set.targets.hip.iter().map(|a| a.to_string()).collect();
     let mut out = Vec::new();
@@ -245,6 +288,7 @@ pub fn hip_bundles(set: &KernelSet, collected: &[Collected], bundles: &[(String,
             kernels: first.artifact.kernels.clone(),
             ptx_version: None,
             resources: Vec::new(),
+            geometry: None,
         };
         out.push(Collected { artifact, file: built.path.clone() });
     }
@@ -280,4 +324,72 @@ pub fn manifest(set: &KernelSet, main: bool, source_sha256: &str, toolchain: Too
         artifacts,
     };
     SetManifest { set: (!main).then(|| set.name.clone()), source_path, manifest }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(name: &str, wave: u64) -> KernelResources {
+        KernelResources {
+            name: name.into(),
+            vgprs: 8,
+            sgprs: 8,
+            vgpr_spills: 0,
+            sgpr_spills: 0,
+            scratch_bytes: 0,
+            lds_bytes: 0,
+            max_flat_workgroup_size: 1024,
+            wavefront_size: wave,
+        }
+    }
+
+    fn collected(arch: &str, kernels: &[&str]) -> Collected {
+        let (backend, kind) = if arch.starts_with("gfx") { (Backend::Hip, Kind::Hsaco) } else { (Backend::Cuda, Kind::Cubin) };
+        let artifact = Artifact {
+            module: "m".into(),
+            backend,
+            arch: arch.into(),
+            kind,
+            path: format!("{arch}/m"),
+            size: 1,
+            sha256: "00".repeat(32),
+            kernels: kernels.iter().map(|k| k.to_string()).collect(),
+            ptx_version: None,
+            resources: Vec::new(),
+            geometry: None,
+        };
+        Collected { artifact, file: PathBuf::new() }
+    }
+
+    #[test]
+    fn an_amd_object_lacking_a_kernel_of_sm_89_or_below_is_a_parity_gap() {
+        let all = [
+            collected("compute_80", &["a"]),
+            collected("sm_89", &["a", "f8"]),
+            collected("compute_89", &["a", "f8"]),
+            // Above the emulated level: not a reference.
+            collected("sm_90", &["a", "f8", "only_90"]),
+            collected("gfx90a", &["a", "f8"]),
+            collected("gfx1030", &["a"]),
+        ];
+        assert_eq!(parity_gaps("m", &all), ["gfx1030 lacks 1 kernel(s) that sm_89 has: f8", "gfx1030 lacks 1 kernel(s) that compute_89 has: f8"]);
+        assert!(parity_gaps("m", &all[..5]).is_empty());
+        assert!(parity_gaps("other", &all).is_empty());
+    }
+
+    #[test]
+    fn the_geometry_is_the_target_tables_and_the_wave_size_is_checked() {
+        let rdna3 = HipArch::parse("gfx1100").unwrap();
+        let g = geometry(&rdna3, &[kernel("a", 32), kernel("b", 32)]).unwrap();
+        assert_eq!(g, Geometry { cuda_arch: 890, defines: vec!["RDNA3".into()], wavefront_size: 32 });
+        let cdna = HipArch::parse("gfx90a").unwrap();
+        assert_eq!(geometry(&cdna, &[kernel("a", 64)]).unwrap().defines, Vec::<String>::new());
+        assert_eq!(geometry(&HipArch::parse("gfx1030").unwrap(), &[]).unwrap().defines, ["RDNA2"]);
+        // A code object whose kernels run in other waves than the table says is refused, naming the kernel.
+        let e = geometry(&rdna3, &[kernel("a", 32), kernel("b", 64)]).unwrap_err().to_string();
+        assert!(e.contains("kernel b is compiled for 64-lane waves") && e.contains("gfx1100") && e.contains("wave32"), "{e}");
+        let e = geometry(&cdna, &[kernel("a", 32)]).unwrap_err().to_string();
+        assert!(e.contains("wave64"), "{e}");
+    }
 }

@@ -89,6 +89,15 @@ fn the_example_folder_builds_through_the_builder_with_the_real_compilers() {
     for a in m.manifest.artifacts.iter().filter(|a| a.module == "block_sum") {
         assert_eq!(a.kernels, ["example_block_sum_f32"], "{}", a.path);
     }
+    // Each code object records the geometry kiln-target's row gave its compile; CUDA entries have none.
+    for a in &m.manifest.artifacts {
+        let want = match a.arch.as_str() {
+            "gfx1100" => Some(kiln_manifest::Geometry { cuda_arch: 890, defines: vec!["RDNA3".into()], wavefront_size: 32 }),
+            "gfx90a" => Some(kiln_manifest::Geometry { cuda_arch: 890, defines: vec![], wavefront_size: 64 }),
+            _ => None,
+        };
+        assert_eq!(a.geometry, want, "{}", a.path);
+    }
     let hsaco = m.manifest.artifacts.iter().find(|a| a.path == "hip/gfx90a/block_sum.hsaco").unwrap();
     assert_eq!(hsaco.resources[0].lds_bytes, 256 * 4, "the shared-memory partial sums (example_common.cuh's block)");
     // The library defines what ffi.rs declares, and the launcher one object calls in the other.
@@ -249,4 +258,43 @@ fn a_merge_without_locked_refuses_a_substituted_object_naming_it() {
     let e = format!("{e:#}");
     assert!(e.contains("cuda/lib/exampleops/axpy_api.o has sha256") && e.contains("artifacts.lock says") && e.contains("nothing was written"), "{e}");
     assert!(!merged.exists(), "a refused merge wrote its dist folder");
+    fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// Kernel parity across backends with the real compilers: a kernel that
+/// upstream gates on `__CUDA_ARCH__ >= 890` (as candle does its fp8 ones) is in
+/// the AMD object too, and so is one gated on the RDNA2 macro kiln-target gives
+/// gfx1030; an AMD object that lacks a kernel sm_89 has fails the dist, naming
+/// module, arch and kernel, and writes nothing.
+#[test]
+fn amd_objects_carry_the_sm_89_kernels_and_a_gap_fails_the_dist() {
+    let pins = pins();
+    let tmp = temp("builder-parity");
+    let src = tmp.join("gated");
+    fs::create_dir_all(&src).unwrap();
+    let source = |gap: &str| {
+        format!(
+            "extern \"C\" __global__ void everywhere(float *x) {{ x[threadIdx.x] = 1.0f; }}\n\
+             #if __CUDA_ARCH__ >= 890{gap}\n\
+             extern \"C\" __global__ void from_sm_89(float *x) {{ x[threadIdx.x] = 2.0f; }}\n\
+             #endif\n\
+             #if !defined(__HIP__) || defined(RDNA2)\n\
+             extern \"C\" __global__ void rdna2_macro_seen(float *x) {{ x[threadIdx.x] = 3.0f; }}\n\
+             #endif\n"
+        )
+    };
+    let set = || KernelSet::folder("gated", src.to_str().unwrap(), &pins).modules(["gated"]).targets(&["gfx1030", "sm_89"]).unwrap();
+    fs::write(src.join("gated.cu"), source("")).unwrap();
+    let out = tmp.join("dist");
+    let dist = Builder::new(&pins).set(set()).out(&out).build(&say).unwrap();
+    for a in dist.sets[0].manifest.manifest.artifacts.iter().filter(|a| a.module == "gated") {
+        assert_eq!(a.kernels, ["everywhere", "from_sm_89", "rdna2_macro_seen"], "{}", a.path);
+    }
+    let before = snapshot(&out);
+    // The same kernel left out of AMD objects only: a gap, which nothing records.
+    fs::write(src.join("gated.cu"), source(" && !defined(__HIP__)")).unwrap();
+    let e = format!("{:#}", Builder::new(&pins).set(set()).out(&out).build(&say).err().expect("a parity gap fails the dist"));
+    assert!(e.contains("set `gated`, module gated: gfx1030 lacks 1 kernel(s) that sm_89 has: from_sm_89 (kernel parity)"), "{e}");
+    assert_eq!(snapshot(&out), before, "the dist folder is as the good build left it");
+    fs::remove_dir_all(&tmp).unwrap();
 }

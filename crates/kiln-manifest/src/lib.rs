@@ -134,6 +134,25 @@ pub struct Artifact {
     /// HSACO only: per-kernel registers, scratch and spills from the code-object metadata.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<KernelResources>,
+    /// HSACO only: the launch geometry it was compiled for, which the host that
+    /// launches its kernels must assume (docs/consuming.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geometry: Option<Geometry>,
+}
+
+/// What an AMD code object was compiled for that decides how its kernels must
+/// be launched: chosen per arch by kiln-target's table, recorded per artifact.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geometry {
+    /// The `__CUDA_ARCH__` the HIP shims define for the device pass (890): the
+    /// CUDA code paths, and the kernel set, of that NVIDIA level.
+    pub cuda_arch: u32,
+    /// Macros on the compile line that change launch geometry in the sources
+    /// (`RDNA2`, `RDNA3`); empty: none. `GGML_USE_HIPBLAS` is never among them.
+    pub defines: Vec<String>,
+    /// Lanes per wave of every kernel in it: 32 (RDNA) or 64 (GCN/CDNA). The
+    /// sources' warps are 32 lanes either way (the shims' virtual warps).
+    pub wavefront_size: u32,
 }
 
 /// What one AMD kernel needs from the hardware, as kiln-validate reads it
@@ -240,6 +259,7 @@ pub(crate) mod tests {
                 kernels: vec!["affine_f32".into()],
                 ptx_version: Some("8.4".into()),
                 resources: vec![],
+                geometry: None,
             }],
         )
     }

@@ -386,6 +386,7 @@ mod tests {
             kernels: vec![],
             ptx_version: None,
             resources: vec![],
+            geometry: None,
         }
     }
 

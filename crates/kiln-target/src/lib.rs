@@ -60,6 +60,12 @@ pub struct Gfx {
     /// is in its list and nothing else). A pinned clang older than this
     /// cannot build the target: `cargo xtask pins check` says so.
     pub llvm: u32,
+    /// The RDNA generation macro candle's quantized kernels (llama.cpp's)
+    /// read, which kiln defines on the compile line (`-DRDNA2`, `-DRDNA3`) as
+    /// upstream's ROCm backend does (candle PR #3801: `RDNA2` for
+    /// gfx1030-gfx1039, `RDNA3` for gfx1100-gfx1299; nothing for RDNA1 and
+    /// GCN/CDNA). See [`Gfx::geometry_defines`].
+    pub rdna: Option<&'static str>,
 }
 
 impl Gfx {
@@ -74,10 +80,40 @@ impl Gfx {
     pub fn wave64(&self) -> bool {
         !self.name.starts_with("gfx1")
     }
+
+    /// Lanes per wave that its code objects are compiled for: 64 on GCN/CDNA,
+    /// 32 on RDNA (clang's default there; kiln never passes `-mwavefrontsize64`).
+    pub fn wavefront_size(&self) -> u32 {
+        if self.wave64() {
+            64
+        } else {
+            32
+        }
+    }
+
+    /// The macros defined on this arch's compile line that may change launch
+    /// geometry (what a host must assume when it launches the code objects:
+    /// docs/consuming.md). Only the RDNA generation: `GGML_USE_HIPBLAS`, which
+    /// together with `RDNA2`/`RDNA3` switches candle 0.11.1's `mul_mat_vec_q`
+    /// to one warp and one row per block, is never defined, as upstream's ROCm
+    /// backend does not: candle-core's launcher sizes those blocks for the
+    /// CUDA geometry (4 or 2 warps, 1 or 2 rows per block).
+    pub fn geometry_defines(&self) -> Vec<&'static str> {
+        self.rdna.into_iter().collect()
+    }
 }
 
 const fn row(name: &'static str, mach: u32, generic: Option<&'static str>, compat: Option<&'static str>) -> Gfx {
-    Gfx { name, mach: Some(mach), generic, compat, llvm: 17 }
+    Gfx { name, mach: Some(mach), generic, compat, llvm: 17, rdna: None }
+}
+
+/// RDNA2 (gfx103x) and RDNA3 (gfx11xx, and gfx12xx, which upstream's range
+/// gfx1100-gfx1299 puts with it) rows: [`Gfx::rdna`].
+const fn rdna2(gfx: Gfx) -> Gfx {
+    Gfx { rdna: Some("RDNA2"), ..gfx }
+}
+const fn rdna3(gfx: Gfx) -> Gfx {
+    Gfx { rdna: Some("RDNA3"), ..gfx }
 }
 
 /// A row that LLVM 17 does not know yet.
@@ -86,7 +122,7 @@ const fn newer(llvm: u32, gfx: Gfx) -> Gfx {
 }
 
 const fn old(name: &'static str) -> Gfx {
-    Gfx { name, mach: None, generic: None, compat: None, llvm: 17 }
+    Gfx { name, mach: None, generic: None, compat: None, llvm: 17, rdna: None }
 }
 
 const G9: Option<&str> = Some("gfx9-generic");
@@ -96,7 +132,11 @@ const G103: Option<&str> = Some("gfx10-3-generic");
 const G11: Option<&str> = Some("gfx11-generic");
 const G12: Option<&str> = Some("gfx12-generic");
 
-/// The AMD table.
+/// The AMD table. `rdna2`/`rdna3` rows: the RDNA generation macro of
+/// upstream's ROCm backend (candle PR #3801's kernel build, which takes it
+/// from the device's gcnArchName: gfx1030-gfx1039 `-DRDNA2`, gfx1100-gfx1299
+/// `-DRDNA3`), the same ranges as llama.cpp's HIP build; the generic targets
+/// are not in it (no device reports them) and get none.
 pub const GFX: &[Gfx] = &[
     old("gfx600"),
     old("gfx601"),
@@ -128,23 +168,23 @@ pub const GFX: &[Gfx] = &[
     row("gfx1011", 0x34, G101, None),
     row("gfx1012", 0x35, G101, None),
     row("gfx1013", 0x42, G101, None),
-    row("gfx1030", 0x36, G103, None),
-    row("gfx1031", 0x37, G103, Some("gfx1030")),
-    row("gfx1032", 0x38, G103, Some("gfx1030")),
-    row("gfx1033", 0x39, G103, Some("gfx1030")),
-    row("gfx1034", 0x3e, G103, Some("gfx1030")),
-    row("gfx1035", 0x3d, G103, Some("gfx1030")),
-    row("gfx1036", 0x45, G103, Some("gfx1030")),
-    row("gfx1100", 0x41, G11, None),
-    row("gfx1101", 0x46, G11, None),
-    row("gfx1102", 0x47, G11, None),
-    row("gfx1103", 0x44, G11, None),
-    row("gfx1150", 0x43, G11, None),
-    row("gfx1151", 0x4a, G11, None),
-    newer(19, row("gfx1152", 0x55, G11, None)),
-    newer(21, row("gfx1153", 0x58, G11, None)),
-    newer(18, row("gfx1200", 0x48, G12, None)),
-    newer(18, row("gfx1201", 0x4e, G12, Some("gfx1200"))),
+    rdna2(row("gfx1030", 0x36, G103, None)),
+    rdna2(row("gfx1031", 0x37, G103, Some("gfx1030"))),
+    rdna2(row("gfx1032", 0x38, G103, Some("gfx1030"))),
+    rdna2(row("gfx1033", 0x39, G103, Some("gfx1030"))),
+    rdna2(row("gfx1034", 0x3e, G103, Some("gfx1030"))),
+    rdna2(row("gfx1035", 0x3d, G103, Some("gfx1030"))),
+    rdna2(row("gfx1036", 0x45, G103, Some("gfx1030"))),
+    rdna3(row("gfx1100", 0x41, G11, None)),
+    rdna3(row("gfx1101", 0x46, G11, None)),
+    rdna3(row("gfx1102", 0x47, G11, None)),
+    rdna3(row("gfx1103", 0x44, G11, None)),
+    rdna3(row("gfx1150", 0x43, G11, None)),
+    rdna3(row("gfx1151", 0x4a, G11, None)),
+    newer(19, rdna3(row("gfx1152", 0x55, G11, None))),
+    newer(21, rdna3(row("gfx1153", 0x58, G11, None))),
+    newer(18, rdna3(row("gfx1200", 0x48, G12, None))),
+    newer(18, rdna3(row("gfx1201", 0x4e, G12, Some("gfx1200")))),
     newer(19, row("gfx9-generic", 0x51, None, None)),
     newer(20, row("gfx9-4-generic", 0x5f, None, None)),
     newer(19, row("gfx10-1-generic", 0x52, None, None)),
@@ -241,6 +281,22 @@ pub fn cuda(sm: u32) -> Option<&'static Cc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rdna_macros_follow_upstreams_ranges() {
+        // candle PR #3801: gfx1030-gfx1039 RDNA2, gfx1100-gfx1299 RDNA3, else none.
+        for g in GFX {
+            let n: Option<u32> = g.name.strip_prefix("gfx").and_then(|d| d.parse().ok());
+            let want = match n {
+                Some(1030..=1039) => Some("RDNA2"),
+                Some(1100..=1299) => Some("RDNA3"),
+                _ => None,
+            };
+            assert_eq!(g.rdna, want, "{}", g.name);
+            assert_eq!(g.geometry_defines(), want.into_iter().collect::<Vec<_>>(), "{}", g.name);
+            assert_eq!(g.wavefront_size(), if g.wave64() { 64 } else { 32 });
+        }
+    }
 
     #[test]
     fn the_table_is_consistent() {

@@ -67,6 +67,21 @@ impl KernelSets {
         out
     }
 
+    /// Each of `targets` must carry every kernel of `reference`: one line per
+    /// target that lacks some (extra kernels are fine).
+    pub fn covering(&self, reference: &str, targets: &[String]) -> Vec<String> {
+        let Some(want) = self.sets.get(reference) else { return Vec::new() };
+        let mut out = Vec::new();
+        for t in targets {
+            let Some(have) = self.sets.get(t) else { continue };
+            let missing: Vec<&String> = want.difference(have).collect();
+            if !missing.is_empty() {
+                out.push(format!("{t} lacks {} kernel(s) that {reference} has: {}", missing.len(), list(&missing)));
+            }
+        }
+        out
+    }
+
     /// Each target in `ascending` (by arch level) must keep every kernel of
     /// the one before it.
     pub fn monotonic(&self, ascending: &[String]) -> Vec<String> {
@@ -100,6 +115,16 @@ mod tests {
         let rule = |t: &str| if t.starts_with("gfx") { Rule::Equal } else { Rule::Superset };
         assert_eq!(k.differences("compute_80", rule), ["gfx90a: 3 kernels vs 3 in compute_80; missing b; extra z"]);
         assert!(KernelSets::default().differences("compute_80", rule)[0].contains("no compute_80"));
+    }
+
+    #[test]
+    fn covering_names_each_target_that_lacks_a_kernel() {
+        let mut k = KernelSets::default();
+        k.add("sm_89", &s(&["a", "f8"]));
+        k.add("gfx1030", &s(&["a", "f8", "extra"]));
+        k.add("gfx90a", &s(&["a"]));
+        assert_eq!(k.covering("sm_89", &s(&["gfx1030", "gfx90a"])), ["gfx90a lacks 1 kernel(s) that sm_89 has: f8"]);
+        assert!(k.covering("sm_80", &s(&["gfx90a"])).is_empty(), "no such reference built: nothing to cover");
     }
 
     #[test]
