@@ -46,6 +46,15 @@ pub enum Task {
     Dist(Dist),
     /// Check target/dist/ against its manifest and artifacts.lock, naming every file that differs.
     Verify(Verify),
+    /// Rebuild a kiln crate from its provenance record and compare it byte for byte (a `.crate` file, or NAME@VERSION from a registry).
+    #[command(long_about = "Check a kiln crate by rebuilding it. The crate's kiln-provenance.cdx.json names what made \
+        it: the pin file's sha256, kiln's commit, every toolchain package. This checkout must hold the same pins \
+        (else the command names the commit to check out); the crate's kernel set is rebuilt (from kiln's cache \
+        where it has the jobs, pinned downloads otherwise) into a temporary folder, and the rebuilt .crate is \
+        compared with the given one byte for byte, then file by file, each difference named with its likely \
+        cause. A crate changed after packaging (a file whose sha256 is not its record's) is reported without a \
+        rebuild. Exit status 0 only when the crate is reproduced.")]
+    VerifyCrate(VerifyCrate),
     /// Run `dist --locked` (the reproducibility check the tests build on), the lint gate (rustfmt, clippy -D warnings), then the test suite (nextest).
     Test {
         /// Skip building target/dist (tests that need it will fail and say so).
@@ -291,6 +300,16 @@ pub struct Verify {
     /// The dist folder to check.
     #[arg(long, default_value = kiln_dist::DIST_DIR, value_name = "DIR")]
     pub dist: std::path::PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyCrate {
+    /// A `.crate` file, or NAME@VERSION to download from --registry (e.g. kiln-candle-kernels-sm90@0.11.1+kiln.1).
+    #[arg(value_name = "CRATE")]
+    pub krate: String,
+    /// The registry NAME@VERSION comes from, as cargo names it (`[registries.NAME]`, CARGO_REGISTRIES_NAME_INDEX).
+    #[arg(long, value_name = "NAME", default_value = "crates-io")]
+    pub registry: String,
 }
 
 #[derive(clap::Args, Debug)]

@@ -14,6 +14,7 @@ mod test;
 mod test_matrix;
 mod toolchain;
 mod verify;
+mod verify_crate;
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
     match flags.task {
         flags::Task::Dist(d) => dist::run(&flags.pins, d),
         flags::Task::Verify(v) => verify::run(&flags.pins, v),
+        flags::Task::VerifyCrate(v) => verify_crate::run(&flags.pins, v),
         flags::Task::Test { no_dist, args } => test::run(&flags.pins, no_dist, args),
         flags::Task::Ci { check } => ci::run(&flags.pins, check),
         flags::Task::TestMatrix(t) => test_matrix::run(&flags.pins, t),

@@ -32,6 +32,7 @@ pub mod set_output;
 pub mod shard;
 pub mod sources;
 pub mod verify;
+pub mod verify_crate;
 
 pub use builder::{kiln_root, Builder, Dist, LockMode, Outcome};
 pub use kiln_pins::{KernelSet, StaticLib};

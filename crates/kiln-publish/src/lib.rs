@@ -62,7 +62,7 @@ enum State {
 }
 
 /// Two versions a registry treats as one: equal but for build metadata.
-fn same_version(a: &str, b: &str) -> bool {
+pub fn same_version(a: &str, b: &str) -> bool {
     match (semver::Version::parse(a), semver::Version::parse(b)) {
         (Ok(a), Ok(b)) => (a.major, a.minor, a.patch, &a.pre) == (b.major, b.minor, b.patch, &b.pre),
         _ => a == b,

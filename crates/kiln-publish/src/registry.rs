@@ -113,6 +113,22 @@ impl Config {
     }
 }
 
+/// A crate's download URL from a registry's `dl`, as cargo forms it: the
+/// markers replaced, or `/{crate}/{version}/download` appended when it has none.
+pub fn dl_url(dl: &str, name: &str, version: &str, cksum: &str) -> String {
+    const MARKERS: [&str; 5] = ["{crate}", "{version}", "{prefix}", "{lowerprefix}", "{sha256-checksum}"];
+    if !MARKERS.iter().any(|m| dl.contains(m)) {
+        return format!("{}/{name}/{version}/download", dl.trim_end_matches('/'));
+    }
+    let prefix = index_path(name);
+    let prefix = prefix.rsplit_once('/').map_or("", |(p, _)| p).to_string();
+    dl.replace("{crate}", name)
+        .replace("{version}", version)
+        .replace("{prefix}", &prefix)
+        .replace("{lowerprefix}", &prefix.to_lowercase())
+        .replace("{sha256-checksum}", cksum)
+}
+
 /// Whether `url` is an `http://` or `https://` URL (scheme in any case).
 pub fn is_http(url: &str) -> bool {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
@@ -193,6 +209,38 @@ impl Registry {
             bail!("{url}: HTTP {} {}", r.status, r.text().trim());
         }
         Config::parse(&url, &r.body)
+    }
+
+    /// The `.crate` of `name` `version` (build metadata aside, as registries
+    /// compare versions), downloaded from the registry's `dl` and checked
+    /// against the sha256 its index lists before it is returned.
+    pub fn download(&self, name: &str, version: &str) -> Result<Vec<u8>> {
+        let config = self.config()?;
+        let entries = self.entries(&config, name)?;
+        let Some(e) = entries.iter().find(|e| crate::same_version(&e.vers, version)) else {
+            let listed: Vec<&str> = entries.iter().map(|e| e.vers.as_str()).collect();
+            bail!(
+                "registry `{}` has no {name} {version} (its index lists: {})",
+                self.name,
+                if listed.is_empty() { "none".into() } else { listed.join(", ") }
+            );
+        };
+        let url = dl_url(&config.dl, name, &e.vers, &e.cksum);
+        let token = if config.auth_required { self.token.as_deref() } else { None };
+        let r = http::get(&url, token)?;
+        if r.status != 200 {
+            bail!("{url}: HTTP {} when downloading {name} {}", r.status, e.vers);
+        }
+        let sha = kiln_manifest::sha256_hex(&r.body);
+        if sha != e.cksum {
+            bail!(
+                "{url}: sha256 {sha}, but registry `{}`'s index lists {} for {name} {}: the registry served other bytes than it indexed",
+                self.name,
+                e.cksum,
+                e.vers
+            );
+        }
+        Ok(r.body)
     }
 
     /// The versions of `name` the index lists (none when it has no file).
