@@ -353,18 +353,7 @@ fn check_output(out: &str) {
 /// The executable's shared libraries: system ones only. The static library
 /// and NVIDIA's static CUDA runtime are inside; libcuda is opened at run time.
 fn check_needed(exe: &Path) {
-    use object::read::elf::{Dyn, FileHeader, SectionTable};
-    let data = fs::read(exe).unwrap();
-    let header = object::elf::FileHeader64::<object::Endianness>::parse(&*data).unwrap();
-    let endian = header.endian().unwrap();
-    let sections: SectionTable<'_, object::elf::FileHeader64<object::Endianness>> = header.sections(endian, &*data).unwrap();
-    let (dynamic, link) = sections.dynamic(endian, &*data).unwrap().expect("a dynamically linked executable");
-    let strings = sections.strings(endian, &*data, link).unwrap();
-    let needed: Vec<String> = dynamic
-        .iter()
-        .filter(|d| d.tag32(endian) == Some(object::elf::DT_NEEDED))
-        .map(|d| String::from_utf8_lossy(d.string(endian, strings).unwrap()).into_owned())
-        .collect();
+    let needed = needed(exe);
     eprintln!("{} needs {needed:?}", exe.display());
     for lib in &needed {
         let l = lib.to_lowercase();
