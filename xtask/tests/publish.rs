@@ -141,7 +141,7 @@ fn is_gpu_sdk_dir(dir: &Path) -> bool {
 impl Consumer {
     /// `label` keeps one CARGO_HOME per test (a test holds its lock for its
     /// whole run); the target dir is shared, so crates.io dependencies build once.
-    fn new(label: &str, server: &Server) -> (Consumer, fs::File) {
+    fn new(label: &str, index: &str) -> (Consumer, fs::File) {
         let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
         let home = base.join(format!("consumer-home-{label}"));
         fs::create_dir_all(&home).unwrap();
@@ -158,7 +158,7 @@ impl Consumer {
             }
         }
         seed_crates_io_cache(&home);
-        fs::write(home.join("config.toml"), format!("[registries.kiln]\nindex = \"{}\"\n\n[net]\nretry = 5\n", server.index_url())).unwrap();
+        fs::write(home.join("config.toml"), format!("[registries.kiln]\nindex = \"{index}\"\n\n[net]\nretry = 5\n")).unwrap();
         let path = std::env::join_paths(std::env::split_paths(&std::env::var_os("PATH").unwrap()).filter(|d| !is_gpu_sdk_dir(d))).unwrap();
         let c = Consumer { home, target: base.join("consumer-target"), path };
         c.assert_no_gpu_sdk();
@@ -375,7 +375,7 @@ fn fresh_consumer_resolves_and_builds_with_no_gpu_sdk() {
     let main = record(&recs, "kiln-candle-kernels");
     let tmp = Temp::new("consumer");
     let server = registry_with_everything(&tmp.0.join("registry"));
-    let (c, _lock) = Consumer::new("plain", &server);
+    let (c, _lock) = Consumer::new("plain", &server.index_url());
     let dir = tmp.0.join("consumer");
     let deps = format!("kiln-candle-kernels = {{ version = \"{}\", registry = \"kiln\" }}", version_req(&main.version));
     consumer_crate(&dir, "plain-consumer", &deps, "", &program("kiln_candle_kernels", &modules(&manifest(&dist))));
@@ -398,7 +398,7 @@ fn drop_in_replaces_upstream_through_patch() {
     let shim = record(&recs, "candle-kernels");
     let tmp = Temp::new("drop-in");
     let server = registry_with_everything(&tmp.0.join("registry"));
-    let (c, _lock) = Consumer::new("drop-in", &server);
+    let (c, _lock) = Consumer::new("drop-in", &server.index_url());
     let main_rs = program("candle_kernels", &modules(&manifest(&dist)));
     let upstream = "candle-kernels = \"0.11.1\"";
 
@@ -730,7 +730,7 @@ fn quick_start_examples_build_and_run_with_no_gpu_sdk() {
     let m = manifest(&dist);
     let tmp = Temp::new("quick-start");
     let server = registry_with_everything(&tmp.0.join("registry"));
-    let (c, _lock) = Consumer::new("quick-start", &server);
+    let (c, _lock) = Consumer::new("quick-start", &server.index_url());
     // As the user would: the example's own settings, with its registry line
     // pointing where this registry is (the environment beats config files).
     let cargo = |dir: &Path, args: &[&str]| {
@@ -771,11 +771,18 @@ fn quick_start_examples_build_and_run_with_no_gpu_sdk() {
     let linked = c.command("cc", &tmp.0).arg(&probe).arg("-lcuda").arg("-o").arg(tmp.0.join("probe")).output().unwrap();
     assert!(!linked.status.success(), "this machine links -lcuda without kiln's stand-ins: the test proves nothing here");
 
-    let rocm = tmp.0.join("rocm");
-    copy_example("rocm", &rocm);
-    let build = cargo(&rocm, &["build"]);
+    build_and_check_rocm_example(&c, &tmp.0.join("rocm"), &server.index_url());
+}
+
+/// The ROCm quick start built from the registry at `index` and run for gfx1100:
+/// each module's bundle and selected code object as the dist has them.
+fn build_and_check_rocm_example(c: &Consumer, rocm: &Path, index: &str) {
+    let dist = dist();
+    let m = manifest(&dist);
+    copy_example("rocm", rocm);
+    let build = c.command("cargo", rocm).arg("build").env("CARGO_REGISTRIES_KILN_INDEX", index).output().unwrap();
     assert!(build.status.success(), "the ROCm quick start did not build:\n{}", text(&build));
-    let run = c.command(c.target.join("debug/quick-start-rocm").to_str().unwrap(), &rocm).arg("gfx1100").output().unwrap();
+    let run = c.command(c.target.join("debug/quick-start-rocm").to_str().unwrap(), rocm).arg("gfx1100").output().unwrap();
     let out = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(run.status.success(), "{}", text(&run));
     for module in ["affine", "unary", "quantized"] {
@@ -796,4 +803,76 @@ fn the_quick_start_in_the_docs_is_the_example_the_tests_build() {
         let file = fs::read_to_string(repo().join("examples/quick-start").join(rel)).unwrap();
         assert!(doc.contains(&file), "docs/consuming.md does not show examples/quick-start/{rel} as it is:\n{file}");
     }
+}
+
+// ---- a registry others maintain --------------------------------------------
+
+/// ferro-cargo-registry-server (crates.io, Apache-2.0; docs/registry.md says
+/// why this one), started on loopback with its own data folder; stopped on drop.
+struct Ferro {
+    child: std::process::Child,
+    index: String,
+}
+
+impl Drop for Ferro {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const FERRO: &str = "ferro-cargo-registry-server";
+
+fn start_ferro(data: &Path) -> Ferro {
+    let exe = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .chain([real_cargo_home().join("bin")])
+        .map(|d| d.join(FERRO))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{FERRO} is not installed: `cargo install --locked {FERRO} --version 1.0.0` (bash .ci/setup does)"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Command::new(exe)
+        .env("FERRO_CARGO_REGISTRY_DATA", data)
+        .env("FERRO_CARGO_REGISTRY_LISTEN", &listen)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ferro = Ferro { child, index: format!("sparse+http://{listen}/") };
+    let config = format!("http://{listen}/config.json");
+    for _ in 0..100 {
+        if kiln_publish::http::get(&config, None).is_ok_and(|r| r.status == 200) {
+            return ferro;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{FERRO} did not answer {config} within 10 s");
+}
+
+/// Publishing and consuming against a registry kiln did not write: every
+/// crate of the dist uploaded by `cargo xtask publish` to ferro on loopback,
+/// a second run uploading nothing, and the ROCm quick start built by cargo
+/// from it (the CUDA one needs the same crates, and kiln's loopback registry
+/// builds it above).
+#[test]
+fn publish_and_consume_through_a_registry_others_maintain() {
+    let recs = records(&dist());
+    let tmp = Temp::new("ferro");
+    let ferro = start_ferro(&tmp.0.join("data"));
+    let publish = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        cmd.arg("publish").args(["--registry", "ferro"]).args(args);
+        // ferro asks no login (its config.json: auth-required false); cargo's publish protocol sends a token anyway.
+        cmd.env("CARGO_REGISTRIES_FERRO_INDEX", &ferro.index).env("CARGO_REGISTRIES_FERRO_TOKEN", "unused");
+        cmd.output().unwrap()
+    };
+    let out = publish(&["--execute"]);
+    let log = text(&out);
+    assert!(out.status.success() && log.contains(&format!("done: {} uploaded, 0 already there, 0 skipped", recs.len())), "{log}");
+    let out = publish(&["--execute"]);
+    let log = text(&out);
+    assert!(out.status.success() && log.contains(&format!("done: 0 uploaded, {} already there, 0 skipped", recs.len())), "{log}");
+
+    let (c, _lock) = Consumer::new("ferro", &ferro.index);
+    build_and_check_rocm_example(&c, &tmp.0.join("rocm"), &ferro.index);
 }

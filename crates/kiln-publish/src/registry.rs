@@ -144,15 +144,27 @@ pub struct IndexDep {
     /// The name in `[dependencies]` (renamed, if it is).
     pub name: String,
     pub req: String,
+    // Read as leniently as cargo reads them: a registry may leave out what is
+    // empty or default (ferro-cargo-registry-server leaves out empty `features`).
+    #[serde(default)]
     pub features: Vec<String>,
+    #[serde(default)]
     pub optional: bool,
+    #[serde(default = "yes")]
     pub default_features: bool,
+    #[serde(default)]
     pub target: Option<String>,
+    #[serde(default)]
     pub kind: Option<String>,
+    #[serde(default)]
     pub registry: Option<String>,
     /// The package's real name, when `name` renames it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The index path of a crate name (cargo's rules: `1/a`, `2/ab`, `3/a/abc`,
