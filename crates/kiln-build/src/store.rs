@@ -129,11 +129,9 @@ impl Store {
 
     fn damaged(&self, key: &str, detail: String) -> Lookup {
         let entry = self.entry(key);
-        let aside = self.dir.parent().unwrap_or(&self.dir).join("damaged").join(format!("{key}.{}", std::process::id()));
-        let moved = fs::create_dir_all(aside.parent().expect("damaged/ has a parent")).and_then(|()| fs::rename(&entry, &aside));
-        Lookup::Damaged(match moved {
-            Ok(()) => format!("cache entry {} is damaged ({detail}); moved it to {}", entry.display(), aside.display()),
-            Err(e) => format!("cache entry {} is damaged ({detail}) and could not be moved aside ({e})", entry.display()),
+        Lookup::Damaged(match self.cache.move_aside(&entry, key) {
+            Ok(aside) => format!("cache entry {} is damaged ({detail}); moved it to {}", entry.display(), aside.display()),
+            Err(e) => format!("cache entry {} is damaged ({detail}) and could not be moved aside ({e:#})", entry.display()),
         })
     }
 

@@ -71,8 +71,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         return Ok((records, key));
     }
     let t = std::time::Instant::now();
-    let work = cache.scratch("crates")?;
-    let _cleanup = RemoveOnDrop(work.clone());
+    let work = cache.scratch("crates")?; // removed when dropped
     let gen_root = work.join("ws");
     let manifest_json = w.manifest.to_json();
     let inputs = generate::Inputs {
@@ -155,9 +154,7 @@ fn from_cache(cache: &Cache, cached: &Path, key: &str, staged: &Path, say: &(dyn
                 return Ok(Some(records));
             }
             Err(e) => {
-                let aside = cache.root().join("damaged").join(format!("packages-{key}.{}", std::process::id()));
-                fs::create_dir_all(aside.parent().unwrap())?;
-                fs::rename(cached, &aside).with_context(|| format!("cannot move the damaged {} aside", cached.display()))?;
+                let aside = cache.move_aside(cached, &format!("packages-{key}"))?;
                 say(format!(
                     "warning: the cached packaged crates {} are damaged ({e:#}); moved to {} and packaging again",
                     cached.display(),
@@ -290,13 +287,6 @@ fn move_dir_with(from: &Path, to: &Path, rename: impl Fn(&Path, &Path) -> io::Re
             fs::remove_dir_all(from).with_context(|| format!("removing {}", from.display()))
         }
         Err(e) => Err(e).with_context(|| format!("renaming {} to {}", from.display(), to.display())),
-    }
-}
-
-struct RemoveOnDrop(std::path::PathBuf);
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        fs::remove_dir_all(&self.0).ok();
     }
 }
 

@@ -264,10 +264,7 @@ fn verify_tree(dir: &Path) -> Result<usize> {
 /// may find the same folder damaged twice), so that it is unpacked again.
 fn move_aside(cache: &Cache, dir: &std::path::Path) -> Result<()> {
     let name = dir.file_name().expect("a tools/ folder").to_string_lossy().into_owned();
-    let damaged = cache.root().join("damaged");
-    fs::create_dir_all(&damaged)?;
-    let aside = (0u32..).map(|n| damaged.join(format!("{name}.{}.{n}", std::process::id()))).find(|p| !p.exists()).expect("a free name");
-    fs::rename(dir, &aside).with_context(|| format!("cannot move the damaged {} aside", dir.display()))
+    cache.move_aside(dir, &name).map(drop)
 }
 
 /// The pinned wheel's bytes (checked against the pin) and its RECORD.
