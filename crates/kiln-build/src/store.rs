@@ -57,7 +57,7 @@ impl Store {
 
     /// Where the entry of `key` lives: `objects/<first two hex digits>/<key>/`.
     pub fn entry(&self, key: &str) -> PathBuf {
-        self.dir.join(&key[..2]).join(key)
+        self.dir.join(kiln_manifest::short(key, 2)).join(key)
     }
 
     /// The cached output for `key`, checked against the sha256 its entry

@@ -67,8 +67,12 @@ fn records(cache: &Cache) -> Result<Vec<(PathBuf, PlanRecord)>> {
     let mut out = Vec::new();
     let Ok(rd) = fs::read_dir(plans_dir(cache)) else { return Ok(out) };
     for e in rd.flatten() {
-        let text = fs::read_to_string(e.path())?;
-        match serde_json::from_str::<PlanRecord>(&text) {
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue; // not a record kiln wrote
+        }
+        let bytes = fs::read(e.path()).with_context(|| format!("cannot read {}", e.path().display()))?;
+        // A damaged record keeps nothing (its checkout counts as gone).
+        match serde_json::from_slice::<PlanRecord>(&bytes) {
             Ok(r) => out.push((e.path(), r)),
             Err(_) => out.push((e.path(), PlanRecord::default())),
         }

@@ -203,10 +203,10 @@ fn records(generated: &[generate::Crate], packaged: &[cargo::Packaged], dest: &P
 pub fn verify_cached(dir: &Path) -> Result<Vec<CrateRecord>> {
     let json = dir.join(CRATES_JSON);
     let records: Vec<CrateRecord> = serde_json::from_str(&fs::read_to_string(&json).with_context(|| format!("cannot read {}", json.display()))?)
-        .context("crates.json does not parse")?;
+        .with_context(|| format!("{} does not parse", json.display()))?;
     for r in &records {
         let name = r.file.rsplit('/').next().unwrap_or(&r.file);
-        let file = dir.join(name);
+        let file = kiln_manifest::regular_file_inside(dir, name).map_err(|e| anyhow::anyhow!("{}: `file` {:?}: {e}", json.display(), r.file))?;
         let sha = fetch::sha256_file(&file)?;
         if sha != r.sha256 || fs::metadata(&file)?.len() != r.size {
             bail!("{name} has sha256 {sha}, its record says {}", r.sha256);

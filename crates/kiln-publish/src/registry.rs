@@ -159,11 +159,13 @@ pub struct IndexDep {
 /// `ab/cd/abcd...`), lowercased.
 pub fn index_path(name: &str) -> String {
     let n = name.to_lowercase();
-    match n.len() {
-        1 => format!("1/{n}"),
-        2 => format!("2/{n}"),
-        3 => format!("3/{}/{n}", &n[..1]),
-        _ => format!("{}/{}/{n}", &n[..2], &n[2..4]),
+    // By characters: a name read from a file may not be ASCII (cargo refuses such names; kiln must not panic on one).
+    let c: Vec<char> = n.chars().collect();
+    let part = |r: std::ops::Range<usize>| c[r].iter().collect::<String>();
+    match c.len() {
+        0..=2 => format!("{}/{n}", c.len()),
+        3 => format!("3/{}/{n}", part(0..1)),
+        _ => format!("{}/{}/{n}", part(0..2), part(2..4)),
     }
 }
 
@@ -365,6 +367,7 @@ mod tests {
         assert_eq!(index_path("ab"), "2/ab");
         assert_eq!(index_path("abc"), "3/a/abc");
         assert_eq!(index_path("Kiln-Manifest"), "ki/ln/kiln-manifest");
+        assert_eq!(index_path("éabc"), "éa/bc/éabc", "a name read from a file is cut by characters, never a panic");
     }
 
     #[test]
