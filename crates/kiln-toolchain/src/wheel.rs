@@ -614,7 +614,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256), ..Default::default() })]
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256), failure_persistence: None, ..Default::default() })]
 
         /// A wheel (zip) and its RECORD, cut or with bytes changed anywhere:
         /// an error or a member whose CRC-32 and size match, never a panic.
