@@ -255,7 +255,12 @@ impl Registry {
                 .text()
                 .lines()
                 .filter(|l| !l.trim().is_empty())
-                .map(|l| serde_json::from_str(l).with_context(|| format!("{url}: a line is not an index entry: {l}")))
+                .enumerate()
+                .map(|(i, l)| {
+                    // The server's line, shown cut and escaped: it may be huge or hold terminal control codes.
+                    serde_json::from_str(l)
+                        .with_context(|| format!("{url}: line {} is not an index entry: {}", i + 1, kiln_manifest::short(l, 200).escape_default()))
+                })
                 .collect(),
             // What cargo also reads as "no such crate".
             404 | 410 | 451 => Ok(Vec::new()),
