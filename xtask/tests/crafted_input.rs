@@ -82,3 +82,29 @@ fn cache_verify_skips_stray_files_in_objects_and_removes_none_of_them() {
     assert_eq!((checked, damaged.len()), (0, 0), "{damaged:?}");
     assert!(strays.iter().all(|s| s.exists()), "cache verify --repair removed a file kiln did not make");
 }
+
+#[test]
+fn cache_verify_reports_a_fifo_in_an_entry_or_among_downloads_without_opening_it() {
+    // A shared cache where someone left FIFOs: an entry's output and a `.deb`.
+    let root = tempfile::tempdir().unwrap();
+    let cache = Cache::at(root.path().to_path_buf()).unwrap();
+    let key = "ab".repeat(32);
+    let entry = kiln_build::store::Store::new(&cache).entry(&key);
+    fs::create_dir_all(&entry).unwrap();
+    fs::create_dir_all(cache.debs()).unwrap();
+    for fifo in [entry.join("out.ptx"), cache.debs().join(format!("{key}.deb"))] {
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    }
+    fs::write(entry.join(kiln_build::store::SHA256_FILE), &key).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let c = cache.clone();
+    std::thread::spawn(move || tx.send(cache_admin::verify(&c, false).map(|(_, d)| d).map_err(|e| format!("{e:#}"))).unwrap());
+    let damaged = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("cache verify opened a FIFO and hung").unwrap();
+    assert_eq!(damaged.len(), 2, "{damaged:?}");
+    assert!(damaged.iter().all(|d| d.why.contains("not a regular file")), "{damaged:?}");
+    // And a dist reading the entry calls it damaged (moved aside), not a hang.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(format!("{:?}", kiln_build::store::Store::new(&cache).get_local(&key, "out.ptx"))).unwrap());
+    let got = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the store opened a FIFO and hung");
+    assert!(got.starts_with("Damaged") && got.contains("not a regular file"), "{got}");
+}
