@@ -282,6 +282,11 @@ proptest! {
             prop_assert!(format!("{e:#}").contains("crates.json") || format!("{e:#}").contains("crate"), "{e:#}");
         }
     }
+}
+
+proptest! {
+    // A quarter of the cases: each makes a cache and runs `cache verify` and `gc` on it.
+    #![proptest_config(ProptestConfig { cases: config().cases / 4, ..config() })]
 
     #[test]
     fn the_caches_own_records(record in crafted(br#"{"checkout":"/nowhere","toolchain":"t","sources":[],"debs":[],"keys":[],"packages":[]}"#.to_vec()),
