@@ -11,7 +11,7 @@ fn mb(bytes: u64) -> String {
 }
 
 pub fn run(action: CacheAction) -> Result<()> {
-    let cache = Cache::from_env()?;
+    let mut cache = Cache::from_env()?;
     match action {
         CacheAction::Size => {
             let sizes = cache_admin::sizes(&cache);
@@ -32,6 +32,10 @@ pub fn run(action: CacheAction) -> Result<()> {
             } else {
                 bail!("{} of {checked} cache items are damaged; `cargo xtask cache verify --repair` removes them", damaged.len());
             }
+        }
+        CacheAction::Mark => {
+            cache.mark()?;
+            println!("{} is marked as kiln's cache: `cargo xtask cache gc` may clean it", cache.root().display());
         }
         CacheAction::Gc => {
             let freed = cache_admin::gc(&cache)?;

@@ -111,7 +111,11 @@ pub enum Task {
         downloads it). `gc` removes scratch folders of interrupted runs, moved-aside damaged entries, failed \
         jobs' logs, and every entry, download, toolchain and source that no checkout's last full dist used \
         (each full dist records what it used). dist itself verifies each entry it reads, so none of this is \
-        needed for correctness.")]
+        needed for correctness.\n\n\
+        kiln removes things only from a cache carrying its marker (.kiln-owned), which it writes when it \
+        creates the cache or finds the folder empty: a folder without it (one of yours, or a cache an older \
+        kiln made) is used, but `gc` and `verify --repair` refuse it and dist does not clean it. \
+        `mark` says a folder is kiln's cache. docs/containers.md: sharing one cache between containers.")]
     Cache {
         #[command(subcommand)]
         action: CacheAction,
@@ -167,7 +171,13 @@ pub enum CacheAction {
         repair: bool,
     },
     /// Remove what no checkout's last full dist used, and leftovers of interrupted runs.
+    /// Only in a cache carrying kiln's marker (.kiln-owned): see `mark`.
     Gc,
+    /// Say that this folder is kiln's cache: marks it (.kiln-owned) so that `gc`, `verify --repair`
+    /// and dist's cleaning of interrupted runs' scratch may remove things from it. kiln marks a cache
+    /// it creates or finds empty itself; this is for one an older kiln made. Refused for a folder
+    /// holding anything kiln does not write at a cache's root.
+    Mark,
 }
 
 #[derive(Subcommand, Debug)]

@@ -510,7 +510,7 @@ fn run_node(
         match &node.work {
             Work::Command(job) => {
                 let mut mounts = job.mounts.clone();
-                mounts.push(Mount { host: dir.clone(), at: JOB_DIR.into(), writable: true });
+                mounts.push(Mount { host: dir.to_path_buf(), at: JOB_DIR.into(), writable: true });
                 let status = runner.run(&mounts, JOB_DIR, &job.argv, &log)?;
                 if !status.success() {
                     bail!("{} exited with {status}", job.argv[0]);
@@ -547,8 +547,7 @@ fn run_node(
         Ok(path) => Ok(Built { path, key, cached: false, seconds: t.elapsed().as_secs_f64() }),
         Err(e) => {
             // Keep the log where the user can read it; drop the rest of the scratch folder.
-            let name: String = node.to_string().chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' }).collect();
-            let kept = cache.root().join("failed").join(format!("{name}.log"));
+            let kept = cache.failed_log(&node.to_string());
             let _ = fs::create_dir_all(kept.parent().unwrap());
             let _ = fs::copy(&log, &kept);
             let _ = fs::remove_dir_all(&dir);

@@ -23,6 +23,14 @@ pub const SHA256_FILE: &str = "output.sha256";
 /// The file in each entry that records how many seconds the job took where
 /// it was built (what `dist --update-costs` reads).
 pub const SECONDS_FILE: &str = "seconds";
+/// Whether `s` is a number of seconds a job can take: finite, not negative,
+/// and under a million (11 days). What a cache entry, a remote record or
+/// job-costs.toml says outside it is damage, not a time: it would make
+/// sums of milliseconds overflow and shard cuts meaningless.
+pub fn is_job_seconds(s: f64) -> bool {
+    s.is_finite() && (0.0..1e6).contains(&s)
+}
+
 /// The files of an entry beside its output: the output is the one file not listed here.
 pub const BOOKKEEPING: &[&str] = &[SHA256_FILE, SECONDS_FILE, "recipe.txt", "build.log"];
 
@@ -57,7 +65,7 @@ impl Store {
 
     /// Where the entry of `key` lives: `objects/<first two hex digits>/<key>/`.
     pub fn entry(&self, key: &str) -> PathBuf {
-        self.dir.join(&key[..2]).join(key)
+        self.dir.join(kiln_manifest::short(key, 2)).join(key)
     }
 
     /// The cached output for `key`, checked against the sha256 its entry
@@ -129,11 +137,9 @@ impl Store {
 
     fn damaged(&self, key: &str, detail: String) -> Lookup {
         let entry = self.entry(key);
-        let aside = self.dir.parent().unwrap_or(&self.dir).join("damaged").join(format!("{key}.{}", std::process::id()));
-        let moved = fs::create_dir_all(aside.parent().expect("damaged/ has a parent")).and_then(|()| fs::rename(&entry, &aside));
-        Lookup::Damaged(match moved {
-            Ok(()) => format!("cache entry {} is damaged ({detail}); moved it to {}", entry.display(), aside.display()),
-            Err(e) => format!("cache entry {} is damaged ({detail}) and could not be moved aside ({e})", entry.display()),
+        Lookup::Damaged(match self.cache.move_aside(&entry, key) {
+            Ok(aside) => format!("cache entry {} is damaged ({detail}); moved it to {}", entry.display(), aside.display()),
+            Err(e) => format!("cache entry {} is damaged ({detail}) and could not be moved aside ({e:#})", entry.display()),
         })
     }
 
@@ -192,7 +198,7 @@ impl Store {
     /// cache) counts as none, so it never reaches job-costs.toml.
     pub fn seconds(&self, key: &str) -> Option<f64> {
         let s: f64 = fs::read_to_string(self.entry(key).join(SECONDS_FILE)).ok()?.trim().parse().ok()?;
-        (s.is_finite() && s >= 0.0).then_some(s)
+        is_job_seconds(s).then_some(s)
     }
 }
 
@@ -270,7 +276,7 @@ mod tests {
         let store = Store::new(&Cache::at(root.path().to_path_buf()).unwrap());
         let key = "ab".repeat(32);
         fs::create_dir_all(store.entry(&key)).unwrap();
-        for (text, want) in [("12.5\n", Some(12.5)), ("0", Some(0.0)), ("-5", None), ("NaN", None), ("inf", None), ("soon", None)] {
+        for (text, want) in [("12.5\n", Some(12.5)), ("0", Some(0.0)), ("-5", None), ("NaN", None), ("inf", None), ("soon", None), ("1e300", None)] {
             fs::write(store.entry(&key).join(SECONDS_FILE), text).unwrap();
             assert_eq!(store.seconds(&key), want, "{text:?}");
         }

@@ -407,6 +407,9 @@ impl<'p> Builder<'p> {
         if let Some(r) = cache.remote() {
             say(format!("remote cache {}{}", r.url(), if r.config().read_only { " (read-only)" } else { "" }));
         }
+        if !cache.marked() {
+            say(format!("warning: not cleaning scratch folders of interrupted runs: {}", kiln_toolchain::cache::KEPT.unmarked_reason(cache.root())));
+        }
         let (stale, bytes) = cache.remove_stale_scratch()?;
         if stale > 0 {
             say(format!("removed {stale} scratch folder(s) of interrupted runs ({:.1} MB) from {}", bytes as f64 / 1e6, cache.tmp().display()));

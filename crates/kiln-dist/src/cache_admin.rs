@@ -3,7 +3,10 @@
 //! (`plans/<checkout>.json`: its cache keys, packaged crates, toolchain,
 //! sources, packages), one record per checkout sharing the cache; `gc` keeps
 //! the union of the records whose checkout still exists and removes the rest.
-//! Only the cache's own areas are touched: kiln created all of it.
+//! Nothing is removed from a cache without kiln's marker (`cache::KEPT`: a
+//! user's folder, or one an older kiln made, until `cargo xtask cache mark`),
+//! and in a marked one only what kiln names: entries by their key, scratch
+//! folders no run holds, and the names kiln gives in `damaged/` and `failed/`.
 
 use std::{
     collections::BTreeSet,
@@ -35,7 +38,7 @@ pub struct PlanRecord {
 }
 
 fn plans_dir(cache: &Cache) -> PathBuf {
-    cache.root().join("plans")
+    cache.root().join(cache::PLANS)
 }
 
 /// One record per checkout and combination of kernel sets (`variant`: empty
@@ -64,8 +67,12 @@ fn records(cache: &Cache) -> Result<Vec<(PathBuf, PlanRecord)>> {
     let mut out = Vec::new();
     let Ok(rd) = fs::read_dir(plans_dir(cache)) else { return Ok(out) };
     for e in rd.flatten() {
-        let text = fs::read_to_string(e.path())?;
-        match serde_json::from_str::<PlanRecord>(&text) {
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue; // not a record kiln wrote
+        }
+        let bytes = fs::read(e.path()).with_context(|| format!("cannot read {}", e.path().display()))?;
+        // A damaged record keeps nothing (its checkout counts as gone).
+        match serde_json::from_slice::<PlanRecord>(&bytes) {
             Ok(r) => out.push((e.path(), r)),
             Err(_) => out.push((e.path(), PlanRecord::default())),
         }
@@ -119,8 +126,11 @@ pub struct Damage {
 
 /// Checks every entry and download against the sha256 it is named by or
 /// recorded with; with `repair`, removes what is damaged. Returns
-/// (items checked, damaged).
+/// (items checked, damaged). `repair` is refused in a cache without kiln's marker.
 pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
+    if repair {
+        cache.check_cleanable()?;
+    }
     let mut checked = 0;
     let mut damaged = Vec::new();
     for (key, dir) in entries(cache) {
@@ -190,18 +200,24 @@ impl Freed {
 }
 
 /// Removes scratch folders of dead runs, moved-aside damaged entries, failed
-/// jobs' logs, and everything no recorded plan uses.
+/// jobs' logs, and everything no recorded plan uses; refuses a cache without
+/// kiln's marker, removing nothing.
 pub fn gc(cache: &Cache) -> Result<Freed> {
+    cache.check_cleanable()?;
     let mut freed = Freed::default();
     let (n, bytes) = cache.remove_stale_scratch()?;
     if n > 0 {
         freed.items.push((format!("{n} scratch folder(s) of interrupted runs"), bytes));
     }
     let mut remove = |path: PathBuf, label: String| freed.remove(path, label);
-    for area in ["damaged", "failed"] {
-        if cache.root().join(area).exists() {
-            remove(cache.root().join(area), format!("{area}/"))?;
+    for area in [cache::DAMAGED, cache::FAILED] {
+        let dir = cache.root().join(area);
+        for n in names(&dir) {
+            if Cache::names_its_own(area, &n) {
+                remove(dir.join(&n), format!("{area}/{n}"))?;
+            }
         }
+        fs::remove_dir(&dir).ok(); // when nothing else is left in it
     }
     let mut live = Vec::new();
     for (path, rec) in records(cache)? {

@@ -57,7 +57,7 @@ pub fn ptxas(runner: &Runner, cache: &Cache, pins: &Pins) -> Result<Option<Tool>
     let result = (|| -> Result<String> {
         store::link_or_copy(&tool.path, &dir.join("ptxas"))?;
         let log = dir.join("version.log");
-        let mounts = [Mount { host: dir.clone(), at: JOB_DIR.into(), writable: true }];
+        let mounts = [Mount { host: dir.to_path_buf(), at: JOB_DIR.into(), writable: true }];
         let status = runner.run(&mounts, JOB_DIR, &[format!("{JOB_DIR}/ptxas"), "--version".into()], &log)?;
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if !status.success() {

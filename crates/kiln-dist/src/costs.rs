@@ -61,7 +61,7 @@ impl Costs {
         if costs.schema != 1 {
             bail!("{}: cost table schema {} is not 1", path.display(), costs.schema);
         }
-        if let Some((job, s)) = costs.seconds.iter().find(|(_, s)| !s.is_finite() || **s < 0.0) {
+        if let Some((job, s)) = costs.seconds.iter().find(|(_, s)| !kiln_build::store::is_job_seconds(**s)) {
             bail!("{}: `{job}` = {s} is not a number of seconds", path.display());
         }
         Ok(costs)
@@ -79,7 +79,8 @@ impl Costs {
     /// kind, else a fixed guess. Integer milliseconds, summed in a fixed
     /// order: every machine computes the same numbers.
     pub fn estimate(&self, jobs: &[Job]) -> Vec<u64> {
-        let ms = |s: f64| (s * 1000.0).round() as u64;
+        // A figure that is not a job's seconds (refused on load; a table built in code) counts as unknown.
+        let ms = |s: f64| if kiln_build::store::is_job_seconds(s) { (s * 1000.0).round() as u64 } else { UNKNOWN_MS };
         let mean = |filter: &dyn Fn(&str) -> bool| -> Option<u64> {
             let v: Vec<u64> = self.seconds.iter().filter(|(l, _)| filter(l)).map(|(_, s)| ms(*s)).collect();
             (!v.is_empty()).then(|| v.iter().sum::<u64>() / v.len() as u64)
@@ -181,5 +182,19 @@ mod tests {
         fs::write(&path, "schema = 1\n[seconds]\n\"cubin sm_90 x\" = \"fast\"\n").unwrap();
         assert!(format!("{:#}", Costs::load(&path).unwrap_err()).contains(&format!("{}:3", path.display())));
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn seconds_no_job_takes_are_refused_before_they_overflow_an_estimate() {
+        // Before: loaded, then estimating a new target of their module summed
+        // two saturated u64 milliseconds and panicked (overflow).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job-costs.toml");
+        fs::write(&path, "schema = 1\n[seconds]\n\"cubin sm_80 binary\" = 1e300\n\"cubin sm_90 binary\" = 1e300\n").unwrap();
+        let e = format!("{:#}", Costs::load(&path).unwrap_err());
+        assert!(e.contains("job-costs.toml") && e.contains("cubin sm_80 binary") && e.contains("not a number of seconds"), "{e}");
+        let c =
+            Costs { schema: 1, seconds: [("cubin sm_80 binary".into(), 1e300), ("cubin sm_90 binary".into(), 1e300)].into(), ..Default::default() };
+        assert_eq!(c.estimate(&[job(Kind::Cubin, "sm_100", "binary")]), vec![UNKNOWN_MS]);
     }
 }

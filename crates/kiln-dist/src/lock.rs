@@ -184,7 +184,7 @@ fn digest_differences(what: &str, locked: &Digests, made: &Digests, complete: bo
 }
 
 fn short(h: &str) -> &str {
-    &h[..h.len().min(16)]
+    kiln_manifest::short(h, 16)
 }
 
 #[cfg(test)]

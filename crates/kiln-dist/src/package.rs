@@ -71,8 +71,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         return Ok((records, key));
     }
     let t = std::time::Instant::now();
-    let work = cache.scratch("crates")?;
-    let _cleanup = RemoveOnDrop(work.clone());
+    let work = cache.scratch("crates")?; // removed when dropped
     let gen_root = work.join("ws");
     let manifest_json = w.manifest.to_json();
     let inputs = generate::Inputs {
@@ -155,9 +154,7 @@ fn from_cache(cache: &Cache, cached: &Path, key: &str, staged: &Path, say: &(dyn
                 return Ok(Some(records));
             }
             Err(e) => {
-                let aside = cache.root().join("damaged").join(format!("packages-{key}.{}", std::process::id()));
-                fs::create_dir_all(aside.parent().unwrap())?;
-                fs::rename(cached, &aside).with_context(|| format!("cannot move the damaged {} aside", cached.display()))?;
+                let aside = cache.move_aside(cached, &format!("packages-{key}"))?;
                 say(format!(
                     "warning: the cached packaged crates {} are damaged ({e:#}); moved to {} and packaging again",
                     cached.display(),
@@ -206,10 +203,10 @@ fn records(generated: &[generate::Crate], packaged: &[cargo::Packaged], dest: &P
 pub fn verify_cached(dir: &Path) -> Result<Vec<CrateRecord>> {
     let json = dir.join(CRATES_JSON);
     let records: Vec<CrateRecord> = serde_json::from_str(&fs::read_to_string(&json).with_context(|| format!("cannot read {}", json.display()))?)
-        .context("crates.json does not parse")?;
+        .with_context(|| format!("{} does not parse", json.display()))?;
     for r in &records {
         let name = r.file.rsplit('/').next().unwrap_or(&r.file);
-        let file = dir.join(name);
+        let file = kiln_manifest::regular_file_inside(dir, name).map_err(|e| anyhow::anyhow!("{}: `file` {:?}: {e}", json.display(), r.file))?;
         let sha = fetch::sha256_file(&file)?;
         if sha != r.sha256 || fs::metadata(&file)?.len() != r.size {
             bail!("{name} has sha256 {sha}, its record says {}", r.sha256);
@@ -290,13 +287,6 @@ fn move_dir_with(from: &Path, to: &Path, rename: impl Fn(&Path, &Path) -> io::Re
             fs::remove_dir_all(from).with_context(|| format!("removing {}", from.display()))
         }
         Err(e) => Err(e).with_context(|| format!("renaming {} to {}", from.display(), to.display())),
-    }
-}
-
-struct RemoveOnDrop(std::path::PathBuf);
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        fs::remove_dir_all(&self.0).ok();
     }
 }
 

@@ -20,7 +20,14 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
     let m = &written.manifest;
     let mut problems = Vec::new();
     for a in &m.artifacts {
-        match fetch::sha256_file(&dist.join(&a.path)) {
+        let file = match kiln_manifest::regular_file_inside(dist, &a.path) {
+            Ok(f) => f,
+            Err(e) => {
+                problems.push(format!("{}: {e}", a.path));
+                continue;
+            }
+        };
+        match fetch::sha256_file(&file) {
             Ok(h) if h == a.sha256 => {}
             Ok(h) => problems.push(format!("{}: sha256 {} but the manifest says {}", a.path, short(&h, 16), short(&a.sha256, 16))),
             Err(e) => problems.push(format!("{}: {e:#}", a.path)),

@@ -136,7 +136,7 @@ fn the_include_scan_finds_every_header_nvcc_reads() {
     let mut argv: Vec<String> = job.argv.iter().take_while(|a| *a != "-o").filter(|&a| a != "-c").cloned().collect();
     argv.extend(["-M".into(), "-o".into(), "/kiln/job/deps.txt".into(), job.argv.last().unwrap().clone()]);
     let mut mounts = job.mounts.clone();
-    mounts.push(Mount { host: dir.clone(), at: "/kiln/job".into(), writable: true });
+    mounts.push(Mount { host: dir.to_path_buf(), at: "/kiln/job".into(), writable: true });
     let status = runner.run(&mounts, "/kiln/job", &argv, &dir.join("log")).unwrap();
     assert!(status.success(), "nvcc -M: {}", fs::read_to_string(dir.join("log")).unwrap_or_default());
     let deps = fs::read_to_string(dir.join("deps.txt")).unwrap();

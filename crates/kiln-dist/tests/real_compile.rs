@@ -215,11 +215,14 @@ fn cache_verify_finds_damage_and_gc_keeps_only_what_a_recorded_plan_uses() {
     cache_admin::verify(&cache, true).unwrap();
     assert!(!victim.path.exists() && cache_admin::verify(&cache, false).unwrap().1.is_empty());
 
-    // gc refuses to guess without a record, but still clears leftovers of dead runs.
+    // gc refuses to guess without a record, but still clears leftovers of dead runs (what kiln named only).
     fs::create_dir_all(cache.tmp().join("job.0.1")).unwrap();
-    fs::create_dir_all(cache.root().join("damaged/x")).unwrap();
+    fs::write(cache.tmp().join("job.0.1.lock"), "").unwrap();
+    fs::create_dir_all(cache.root().join("damaged/x.0.1")).unwrap();
+    fs::create_dir_all(cache.root().join("damaged/notes")).unwrap();
     assert!(format!("{:#}", cache_admin::gc(&cache).unwrap_err()).contains("run a full `cargo xtask dist` first"));
-    assert!(!cache.tmp().join("job.0.1").exists() && !cache.root().join("damaged").exists());
+    assert!(!cache.tmp().join("job.0.1").exists() && !cache.root().join("damaged/x.0.1").exists());
+    assert!(cache.root().join("damaged/notes").exists());
 
     // With a record keeping one entry, the others go, and only they.
     let (kept, gone) = (&built[1].1, &built[2].1);

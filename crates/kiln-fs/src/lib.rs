@@ -120,6 +120,105 @@ impl Owner {
     }
 }
 
+/// A folder kiln keeps over many runs and cleans in place (the cache), rather
+/// than replaces whole. kiln removes things from it only when it carries this
+/// kind's marker (the same [`MARKER`] file): written when kiln creates the
+/// folder or finds it empty, or by an explicit command once the user says an
+/// existing folder is kiln's ([`Kept::adopt`]). A folder without it (a user's
+/// folder, or one an older kiln made) is used, but nothing in it is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kept {
+    /// What the folder is, e.g. `kiln's cache`.
+    pub what: &'static str,
+    /// How the user names the folder, e.g. `KILN_CACHE_DIR`.
+    pub named_by: &'static str,
+    /// The command that marks an existing folder as this kind's.
+    pub adopt_command: &'static str,
+}
+
+impl Kept {
+    /// The marker's first line: what [`Kept::marked`] recognises (the rest is for people).
+    fn marker_line(&self) -> String {
+        format!("{}, written by kiln", self.what)
+    }
+
+    fn marker_text(&self) -> String {
+        format!(
+            "{}\n\nkiln removes what it no longer needs from this folder. Remove this file to keep\nkiln from ever removing anything here (it will still use the folder).\n",
+            self.marker_line()
+        )
+    }
+
+    /// Whether `dir` carries this kind's marker (kiln may clean it).
+    pub fn marked(&self, dir: &Path) -> bool {
+        fs::read_to_string(dir.join(MARKER)).is_ok_and(|t| t.lines().next() == Some(&self.marker_line()))
+    }
+
+    /// Creates `dir` if it is missing and marks it if it is missing or empty;
+    /// returns whether it carries the marker. Writing the marker leaves the
+    /// folder holding nothing else for a moment, so two processes opening a
+    /// new folder at once both find it marked.
+    pub fn open(&self, dir: &Path) -> Result<bool> {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {} ({})", dir.display(), self.named_by))?;
+        if self.marked(dir) {
+            return Ok(true);
+        }
+        let tmp_prefix = format!("{MARKER}.tmp.");
+        let empty = fs::read_dir(dir)
+            .with_context(|| format!("cannot list {} ({})", dir.display(), self.named_by))?
+            .flatten()
+            .all(|e| e.file_name().to_string_lossy().starts_with(&tmp_prefix));
+        if !empty {
+            return Ok(false);
+        }
+        self.write_marker(dir)?;
+        Ok(self.marked(dir))
+    }
+
+    /// Marks `dir`, an existing folder the user says is this kind's. One
+    /// marked by another kiln command is refused.
+    pub fn adopt(&self, dir: &Path) -> Result<()> {
+        if self.marked(dir) {
+            return Ok(());
+        }
+        if let Ok(text) = fs::read_to_string(dir.join(MARKER)) {
+            bail!(
+                "refusing to mark {} as {}: its {MARKER} says \"{}\", another kiln command's folder",
+                dir.display(),
+                self.what,
+                text.lines().next().unwrap_or("")
+            );
+        }
+        self.write_marker(dir)
+    }
+
+    /// Why kiln does not clean `dir` (unmarked) and what the user can do.
+    pub fn unmarked_reason(&self, dir: &Path) -> String {
+        format!(
+            "{} has no {MARKER} file, so kiln cannot tell it is {} (it may be a folder of yours, or one an older kiln \
+             made): kiln uses it but removes nothing from it. If it is {}, `{}` marks it; else point {} at a new, empty folder",
+            dir.display(),
+            self.what,
+            self.what,
+            self.adopt_command,
+            self.named_by
+        )
+    }
+
+    /// The marker, written whole or not at all (a temporary file hard-linked into place).
+    fn write_marker(&self, dir: &Path) -> Result<()> {
+        let tmp = dir.join(format!("{MARKER}.tmp.{}", std::process::id()));
+        fs::write(&tmp, self.marker_text()).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let linked = fs::hard_link(&tmp, dir.join(MARKER));
+        fs::remove_file(&tmp).ok();
+        match linked {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("cannot write {}", dir.join(MARKER).display())),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +290,34 @@ mod tests {
         assert_eq!(OTHER.claim(&in_place, |_| false).unwrap(), Found::Ours);
         fs::write(in_place.join(MARKER), "written by `cargo xtask container --x`\n").unwrap();
         assert!(OTHER.claim(&in_place, |_| false).is_err(), "only the exact first line counts");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    const CACHE: Kept = Kept { what: "kiln's cache", named_by: "KILN_CACHE_DIR", adopt_command: "cargo xtask cache mark" };
+
+    #[test]
+    fn a_kept_folder_is_marked_only_when_new_or_empty_or_adopted() {
+        let d = scratch("kept");
+        assert!(CACHE.open(&d.join("new")).unwrap() && CACHE.marked(&d.join("new")));
+        assert!(CACHE.open(&d.join("new")).unwrap(), "opening again keeps it marked");
+        fs::create_dir(d.join("empty")).unwrap();
+        assert!(CACHE.open(&d.join("empty")).unwrap());
+        assert_eq!(fs::read_dir(d.join("empty")).unwrap().count(), 1, "only the marker is left");
+
+        let user = d.join("user");
+        fs::create_dir_all(user.join("tmp/photos.2023.12")).unwrap();
+        assert!(!CACHE.open(&user).unwrap(), "a folder with things in it is used, not marked");
+        assert!(!user.join(MARKER).exists());
+        let why = CACHE.unmarked_reason(&user);
+        assert!(why.contains(&user.display().to_string()) && why.contains("cargo xtask cache mark") && why.contains("KILN_CACHE_DIR"), "{why}");
+        CACHE.adopt(&user).unwrap();
+        assert!(CACHE.marked(&user) && CACHE.open(&user).unwrap());
+
+        // A dist folder is not a cache, and a cache is not a dist folder.
+        DIST.claim_and_mark(&d.join("dist"), |_| false).unwrap();
+        assert!(format!("{:#}", CACHE.adopt(&d.join("dist")).unwrap_err()).contains("cargo xtask dist"));
+        assert!(!CACHE.open(&d.join("dist")).unwrap());
+        assert!(DIST.claim(&d.join("new"), |_| false).is_err());
         fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -4,7 +4,7 @@
 //! source's business.
 
 use std::borrow::Cow;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use kiln_manifest::Manifest;
 
@@ -76,14 +76,12 @@ impl DistDir {
     }
 
     /// A manifest path is relative and `/`-separated; one that climbs out of
-    /// the folder (`../`, `/etc/...`) comes from a tampered manifest.
+    /// the folder (`../`, `/etc/...`), or leads to anything but a regular
+    /// file (a link, a FIFO), comes from a tampered manifest
+    /// ([`kiln_manifest::regular_file_inside`]).
     fn resolve(&self, path: &str) -> Result<PathBuf> {
-        let rel = Path::new(path);
-        let inside = !path.is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)));
-        if !inside {
-            return Err(Error::Artifact { path: path.to_string(), message: format!("not a path inside the dist folder {}", self.root.display()) });
-        }
-        Ok(self.root.join(rel))
+        kiln_manifest::regular_file_inside(&self.root, path)
+            .map_err(|message| Error::Artifact { path: path.to_string(), message: format!("dist folder: {message}") })
     }
 }
 

@@ -229,7 +229,18 @@ fn missing_files_bad_manifests_and_escaping_paths_are_errors() {
     m.artifacts.iter_mut().find(|a| a.module == "fill" && a.arch == "sm_90").unwrap().path = "../../../../etc/passwd".into();
     write_manifest(&dir, &m);
     let e = store(&dir).check("fill", &arch("sm_90")).unwrap_err();
-    assert!(e.to_string().contains("not a path inside the dist folder"), "{e}");
+    assert!(e.to_string().contains("not a path inside the folder"), "{e}");
+
+    // A FIFO (a read would block for ever) or a link where an artifact should be: refused, not opened.
+    let ptx = m.ptx("affine", 80).unwrap().path.clone();
+    fs::remove_file(dir.join(&ptx)).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(dir.join(&ptx)).status().unwrap().success());
+    let e = store(&dir).check("affine", &arch("sm_87")).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    fs::remove_file(dir.join(&ptx)).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.join(&ptx)).unwrap();
+    let e = store(&dir).check("affine", &arch("sm_87")).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
 
     fs::write(dir.join("manifest.json"), "{ not json").unwrap();
     let e = DistDir::open(&*dir).unwrap_err();

@@ -96,6 +96,47 @@ pub fn short(s: &str, n: usize) -> &str {
     s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
 }
 
+/// Where a path read from a file (an artifact's manifest `path`) lives under
+/// `root`: a relative, `/`-separated path of plain names only. One that climbs
+/// out of the folder (`..`, `/etc/...`), names the folder itself (empty, `.`)
+/// comes from a tampered file and is refused. The one check every reader of
+/// such paths uses (the loader, `verify`).
+pub fn path_inside(root: &std::path::Path, path: &str) -> Result<std::path::PathBuf, String> {
+    use std::path::{Component, Path};
+    let rel = Path::new(path);
+    let plain = !path.is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)));
+    if !plain || path.contains('\0') {
+        return Err(format!("not a path inside the folder {}", root.display()));
+    }
+    Ok(root.join(rel))
+}
+
+/// [`path_inside`], then what is there must be a regular file reached
+/// through folders only: a symbolic link anywhere on the way (which may lead
+/// out of the folder), a FIFO (which would block a reader for ever), a device
+/// or a folder is refused, looked at without being opened.
+pub fn regular_file_inside(root: &std::path::Path, path: &str) -> Result<std::path::PathBuf, String> {
+    let file = path_inside(root, path)?;
+    let mut at = root.to_path_buf();
+    let names: Vec<_> = std::path::Path::new(path).components().collect();
+    for (i, c) in names.iter().enumerate() {
+        at.push(c);
+        let meta = std::fs::symlink_metadata(&at).map_err(|e| format!("cannot read {}: {e}", at.display()))?;
+        let last = i + 1 == names.len();
+        let t = meta.file_type();
+        if t.is_symlink() {
+            return Err(format!("{} is a symbolic link; kiln reads only regular files inside {}", at.display(), root.display()));
+        }
+        if last && !t.is_file() {
+            return Err(format!("{} is not a regular file (a folder, FIFO, socket or device); not read", at.display()));
+        }
+        if !last && !t.is_dir() {
+            return Err(format!("{} is not a folder", at.display()));
+        }
+    }
+    Ok(file)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {

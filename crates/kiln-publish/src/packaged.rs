@@ -67,7 +67,14 @@ pub fn load(dist: &Path) -> Result<Vec<Packaged>> {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for record in records {
-        let path = dist.join(&record.file);
+        // Inside the dist folder and a regular file: the loader's one check.
+        let path = match kiln_manifest::regular_file_inside(dist, &record.file) {
+            Ok(p) => p,
+            Err(e) => {
+                problems.push(format!("{}: `file` {:?}: {e}", json_path.display(), record.file));
+                continue;
+            }
+        };
         let bytes = match fs::read(&path) {
             Ok(b) => b,
             Err(e) => {
@@ -123,8 +130,12 @@ pub fn read_package(record: &Record, bytes: &[u8]) -> Result<Contents> {
         // Only small text files are kept: the manifest and a README.
         let file_name = rel.rsplit('/').next().unwrap_or_default().to_ascii_lowercase();
         if rel == "Cargo.toml" || (file_name.starts_with("readme") && entry.size() < 1 << 20) {
+            // Read at most 1 MiB, whatever size the tar header claims.
             let mut s = String::new();
-            entry.read_to_string(&mut s).with_context(|| format!("{path} is not UTF-8"))?;
+            (&mut entry).take(1 << 20).read_to_string(&mut s).with_context(|| format!("{path} is not UTF-8"))?;
+            if entry.size() >= 1 << 20 {
+                bail!("{path} is over 1 MiB");
+            }
             texts.insert(rel.clone(), s);
         }
         files.push(rel);

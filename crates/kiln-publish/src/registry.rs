@@ -171,11 +171,13 @@ fn yes() -> bool {
 /// `ab/cd/abcd...`), lowercased.
 pub fn index_path(name: &str) -> String {
     let n = name.to_lowercase();
-    match n.len() {
-        1 => format!("1/{n}"),
-        2 => format!("2/{n}"),
-        3 => format!("3/{}/{n}", &n[..1]),
-        _ => format!("{}/{}/{n}", &n[..2], &n[2..4]),
+    // By characters: a name read from a file may not be ASCII (cargo refuses such names; kiln must not panic on one).
+    let c: Vec<char> = n.chars().collect();
+    let part = |r: std::ops::Range<usize>| c[r].iter().collect::<String>();
+    match c.len() {
+        0..=2 => format!("{}/{n}", c.len()),
+        3 => format!("3/{}/{n}", part(0..1)),
+        _ => format!("{}/{}/{n}", part(0..2), part(2..4)),
     }
 }
 
@@ -265,7 +267,12 @@ impl Registry {
                 .text()
                 .lines()
                 .filter(|l| !l.trim().is_empty())
-                .map(|l| serde_json::from_str(l).with_context(|| format!("{url}: a line is not an index entry: {l}")))
+                .enumerate()
+                .map(|(i, l)| {
+                    // The server's line, shown cut and escaped: it may be huge or hold terminal control codes.
+                    serde_json::from_str(l)
+                        .with_context(|| format!("{url}: line {} is not an index entry: {}", i + 1, kiln_manifest::short(l, 200).escape_default()))
+                })
                 .collect(),
             // What cargo also reads as "no such crate".
             404 | 410 | 451 => Ok(Vec::new()),
@@ -377,6 +384,7 @@ mod tests {
         assert_eq!(index_path("ab"), "2/ab");
         assert_eq!(index_path("abc"), "3/a/abc");
         assert_eq!(index_path("Kiln-Manifest"), "ki/ln/kiln-manifest");
+        assert_eq!(index_path("aébc"), "aé/bc/aébc", "a name read from a file is cut by characters, never a panic");
     }
 
     #[test]

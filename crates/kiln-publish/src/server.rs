@@ -150,6 +150,7 @@ fn reason(status: u16) -> &'static str {
         405 => "Method Not Allowed",
         411 => "Length Required",
         413 => "Payload Too Large",
+        431 => "Request Header Fields Too Large",
         _ => "Error",
     }
 }
@@ -186,15 +187,33 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The longest request line or header line read, and the most headers.
+const MAX_LINE: u64 = 8 << 10;
+const MAX_HEADERS: usize = 100;
+/// The largest body of a request other than an upload (none has one).
+const MAX_OTHER_BODY: u64 = 64 << 10;
+
+/// One line of at most [`MAX_LINE`] bytes into `line`: `Ok(false)` at the
+/// end of the stream, `Ok(true)` with the line, an error for a longer one
+/// (never buffered whole: whatever a client sends, the server keeps little).
+fn read_line_capped(reader: &mut impl BufRead, line: &mut String) -> std::io::Result<bool> {
+    line.clear();
+    let n = reader.take(MAX_LINE).read_line(line)?;
+    if n as u64 == MAX_LINE && !line.ends_with('\n') {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "request line or header too long"));
+    }
+    Ok(n > 0)
+}
+
 /// One connection: requests until the client closes it (cargo keeps
 /// connections open across index fetches).
 fn connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
+    let mut line = String::new();
     loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
+        if !read_line_capped(&mut reader, &mut line).or_else(|e| refuse_line(&mut writer, e))? {
             return Ok(());
         }
         if line.trim().is_empty() {
@@ -204,14 +223,19 @@ fn connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         let (method, target, version) = (parts.next().unwrap_or(""), parts.next().unwrap_or("/"), parts.next().unwrap_or("HTTP/1.0"));
         let (method, target) = (method.to_string(), target.to_string());
         let mut headers = BTreeMap::new();
+        let (mut h, mut lines) = (String::new(), 0);
         loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h)? == 0 {
+            if !read_line_capped(&mut reader, &mut h).or_else(|e| refuse_line(&mut writer, e))? {
                 return Ok(());
             }
             let h = h.trim_end();
             if h.is_empty() {
                 break;
+            }
+            lines += 1;
+            if lines > MAX_HEADERS {
+                send(&mut writer, &error(431, format!("more than {MAX_HEADERS} header lines")), true)?;
+                return Ok(());
             }
             if let Some((k, v)) = h.split_once(':') {
                 headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
@@ -222,10 +246,24 @@ fn connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             send(&mut writer, &error(411, "send a Content-Length"), true)?;
             return Ok(());
         }
-        let length: u64 = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+        let length: u64 = match headers.get("content-length").map(|l| l.parse::<u64>()) {
+            None => 0,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => {
+                send(&mut writer, &error(400, "Content-Length is not a number of bytes"), true)?;
+                return Ok(());
+            }
+        };
         let path = percent_decode(target.split('?').next().unwrap_or("/"));
+        // A claimed length is only a claim: checked against the route's limit
+        // before anything is allocated for the body (an upload's below).
+        let upload = method == "PUT" && path == "/api/v1/crates/new";
+        if !upload && length > MAX_OTHER_BODY {
+            send(&mut writer, &error(413, format!("a {method} to {path} carries no body of {length} bytes")), true)?;
+            return Ok(());
+        }
 
-        if method == "PUT" && path == "/api/v1/crates/new" {
+        if upload {
             let expects_continue = headers.get("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
             let refusal = match &shared.options.token {
                 Some(t) if headers.get("authorization") != Some(t) => Some(error(403, "this registry needs a valid token (Authorization header)")),
@@ -276,6 +314,16 @@ fn connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             return Ok(());
         }
     }
+}
+
+/// Answers a request or header line over [`MAX_LINE`] with 431 and ends the
+/// connection; any other read error ends it too.
+fn refuse_line(writer: &mut TcpStream, e: std::io::Error) -> std::io::Result<bool> {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        send(writer, &error(431, format!("a request or header line over {MAX_LINE} bytes")), true)?;
+        return Ok(false);
+    }
+    Err(e)
 }
 
 /// A file under `root`; no `..`, no absolute paths.
@@ -432,5 +480,41 @@ mod tests {
     fn names() {
         assert!(valid_name("kiln-candle-kernels-sm80"));
         assert!(!valid_name("9lives") && !valid_name("a/b") && !valid_name(""));
+    }
+
+    /// What the server answers to `request` (sent whole), up to its first line.
+    fn ask(addr: SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.write_all(request).unwrap();
+        let mut answer = String::new();
+        BufReader::new(s).read_line(&mut answer).unwrap();
+        answer
+    }
+
+    #[test]
+    fn a_claimed_length_is_checked_before_anything_is_allocated() {
+        let dir = std::env::temp_dir().join(format!("kiln-registry-limits-{}", std::process::id()));
+        fs::remove_dir_all(&dir).ok();
+        let server = Server::start(&dir, "127.0.0.1:0", Options::default()).unwrap();
+        let addr = server.addr();
+        // A terabyte claimed, none sent (before: `vec![0; length]`, and the process died).
+        let huge = 1u64 << 40;
+        let a = ask(addr, format!("GET /index/config.json HTTP/1.1\r\nContent-Length: {huge}\r\n\r\n").as_bytes());
+        assert!(a.starts_with("HTTP/1.1 413 "), "{a}");
+        let a = ask(addr, format!("PUT /api/v1/crates/new HTTP/1.1\r\nContent-Length: {huge}\r\nExpect: 100-continue\r\n\r\n").as_bytes());
+        assert!(a.starts_with("HTTP/1.1 413 "), "{a}");
+        let a = ask(addr, b"GET /index/config.json HTTP/1.1\r\nContent-Length: -1\r\n\r\n");
+        assert!(a.starts_with("HTTP/1.1 400 "), "{a}");
+        // A header line, or a header count, without end: refused, not buffered.
+        let long = format!("GET /index/config.json HTTP/1.1\r\nX-Long: {}\r\n\r\n", "a".repeat(1 << 20));
+        assert!(ask(addr, long.as_bytes()).starts_with("HTTP/1.1 431 "));
+        let many = format!("GET /index/config.json HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(MAX_HEADERS + 1));
+        assert!(ask(addr, many.as_bytes()).starts_with("HTTP/1.1 431 "));
+        // And it still serves.
+        let a = ask(addr, b"GET /index/config.json HTTP/1.1\r\nConnection: close\r\n\r\n");
+        assert!(a.starts_with("HTTP/1.1 200 "), "{a}");
+        drop(server);
+        fs::remove_dir_all(&dir).ok();
     }
 }

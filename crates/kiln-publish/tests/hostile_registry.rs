@@ -79,3 +79,16 @@ fn a_request_writes_nothing_through_links_planted_at_predictable_temp_names() {
     assert_eq!(r.status, 200);
     assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "the user's file", "nothing was written through a planted link");
 }
+
+#[test]
+fn an_index_line_that_is_not_an_entry_is_named_cut_and_escaped() {
+    // A megabyte of garbage with a terminal escape in it: the error names the
+    // URL and the line, and shows 200 characters of it, escaped.
+    let body: &'static str = Box::leak(format!("\u{1b}]0;owned\u{7}{}\n", "x".repeat(1 << 20)).into_boxed_str());
+    let index = serve(body);
+    let reg = Registry { name: "hostile".into(), index, index_from: "the test".into(), token: None, token_from: None };
+    let config = kiln_publish::registry::Config::parse("u", br#"{"dl":"http://127.0.0.1:1/dl","api":"http://127.0.0.1:1"}"#).unwrap();
+    let e = format!("{:#}", reg.entries(&config, "kiln-x").unwrap_err());
+    assert!(e.contains("/index/ki/ln/kiln-x: line 1 is not an index entry"), "{}", kiln_manifest::short(&e, 300));
+    assert!(e.len() < 2000 && !e.contains('\u{1b}'), "{}", kiln_manifest::short(&e, 300));
+}

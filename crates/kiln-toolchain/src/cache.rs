@@ -22,6 +22,17 @@ pub const OBJECTS: &str = "objects";
 /// Packaged crate sets, one folder per key, among the objects.
 pub const PACKAGES: &str = "objects/packages";
 pub const TMP: &str = "tmp";
+/// Entries found damaged, moved aside as evidence until `cargo xtask cache gc` ([`Cache::move_aside`]).
+pub const DAMAGED: &str = "damaged";
+/// Failed jobs' logs ([`Cache::failed_log`]).
+pub const FAILED: &str = "failed";
+/// What each checkout's last full dist used (`cargo xtask cache gc` keeps it).
+pub const PLANS: &str = "plans";
+/// Every name kiln writes at the cache's root (`bundles` and `fetch` of older kilns included).
+pub const AREAS: &[&str] = &[DEBS, WHEELS, TOOLS, TOOLCHAINS, SOURCES, OBJECTS, TMP, DAMAGED, FAILED, PLANS, "bundles", "fetch", kiln_fs::MARKER];
+
+/// The cache's marker: kiln cleans only a cache that carries it (kiln-fs [`kiln_fs::Kept`]).
+pub const KEPT: kiln_fs::Kept = kiln_fs::Kept { what: "kiln's cache", named_by: ENV, adopt_command: "cargo xtask cache mark" };
 
 /// The file a downloaded package is kept in: named by its sha256.
 pub fn deb_file(sha256: &str) -> String {
@@ -34,6 +45,8 @@ pub fn deb_file(sha256: &str) -> String {
 pub struct Cache {
     root: PathBuf,
     remote: Option<Arc<crate::remote::Remote>>,
+    /// Whether the root carries kiln's marker ([`KEPT`]): only then does kiln remove anything from it.
+    marked: bool,
 }
 
 impl Cache {
@@ -48,11 +61,48 @@ impl Cache {
         Cache::at(root)
     }
 
+    /// The cache at `root`, created and marked as kiln's if it is missing or
+    /// empty. An existing folder without the marker is used but never cleaned.
     pub fn at(root: PathBuf) -> Result<Cache> {
         fs::create_dir_all(&root).with_context(|| format!("cannot create the kiln cache at {}", root.display()))?;
         // Absolute, so that sandbox bind mounts and messages never depend on the cwd.
         let root = root.canonicalize()?;
-        Ok(Cache { root, remote: None })
+        let marked = KEPT.open(&root)?;
+        Ok(Cache { root, remote: None, marked })
+    }
+
+    /// Whether kiln may remove things from this cache: it carries kiln's marker.
+    pub fn marked(&self) -> bool {
+        self.marked
+    }
+
+    /// Fails, saying why and what to do, unless kiln may clean this cache.
+    pub fn check_cleanable(&self) -> Result<()> {
+        if !self.marked {
+            anyhow::bail!("refusing to clean: {}", KEPT.unmarked_reason(&self.root));
+        }
+        Ok(())
+    }
+
+    /// Marks this cache as kiln's after the user said it is (`cargo xtask cache
+    /// mark`): refused if its root holds anything kiln does not write there.
+    pub fn mark(&mut self) -> Result<()> {
+        let foreign: Vec<String> = fs::read_dir(&self.root)
+            .with_context(|| format!("cannot list {}", self.root.display()))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !AREAS.contains(&n.as_str()))
+            .collect();
+        if !foreign.is_empty() {
+            anyhow::bail!(
+                "refusing to mark {} as kiln's cache: kiln never writes {} there. Point {ENV} at a new, empty folder instead",
+                self.root.display(),
+                foreign.join(", ")
+            );
+        }
+        KEPT.adopt(&self.root)?;
+        self.marked = true;
+        Ok(())
     }
 
     /// This cache, read through to and written back to `remote` (none: local only).
@@ -102,45 +152,205 @@ impl Cache {
         self.root.join(TMP)
     }
 
-    /// A fresh, empty scratch folder that no other process is using.
-    pub fn scratch(&self, label: &str) -> Result<PathBuf> {
+    /// A fresh, empty scratch folder that no other process is using:
+    /// `tmp/<label>.<pid>.<n>`, held for the life of the returned [`Scratch`]
+    /// by a lock on its sibling `tmp/<label>.<pid>.<n>.lock`. The lock, not
+    /// the pid, tells a live folder from a dead run's, so a cache shared
+    /// between containers (each its own pid namespace) is safe.
+    pub fn scratch(&self, label: &str) -> Result<Scratch> {
+        // Letters, digits, '-' and '_' only, so that the name parses back ([`scratch_of_lock`]).
+        let label: String = label.chars().map(|c| if scratch_label_char(c) { c } else { '-' }).collect();
+        let label = if label.is_empty() { "scratch".to_string() } else { label };
         let tmp = self.tmp();
-        fs::create_dir_all(&tmp)?;
+        fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         for n in 0u32.. {
             let dir = tmp.join(format!("{label}.{}.{n}", std::process::id()));
-            match fs::create_dir(&dir) {
-                Ok(()) => return Ok(dir),
+            let lock_path = lock_path(&dir);
+            // The lock first: a folder kiln makes always has its lock file while it exists.
+            let lock = match fs::OpenOptions::new().write(true).create_new(true).open(&lock_path) {
+                Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+                Err(e) => return Err(e).with_context(|| format!("cannot create {}", lock_path.display())),
+            };
+            lock.lock().with_context(|| format!("cannot lock {}", lock_path.display()))?;
+            match fs::create_dir(&dir) {
+                Ok(()) => return Ok(Scratch { dir, lock_path, _lock: lock }),
+                Err(e) => {
+                    fs::remove_file(&lock_path).ok();
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        continue;
+                    }
+                    return Err(e).with_context(|| format!("cannot create {}", dir.display()));
+                }
             }
         }
         unreachable!()
     }
 }
 
+fn scratch_label_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+fn lock_path(dir: &Path) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// The scratch folder `name.lock` locks, if `name` is exactly what
+/// [`Cache::scratch`] names a lock (`<label>.<pid>.<n>.lock`).
+fn scratch_of_lock(name: &str) -> Option<&str> {
+    let dir = name.strip_suffix(".lock")?;
+    let mut parts = dir.rsplitn(3, '.');
+    let (n, pid, label) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(n) && digits(pid) && !label.is_empty() && label.chars().all(scratch_label_char)).then_some(dir)
+}
+
+/// A scratch folder of [`Cache::scratch`], locked while this lives; dropping
+/// it removes what is left of the folder, then its lock file.
+#[derive(Debug)]
+pub struct Scratch {
+    dir: PathBuf,
+    lock_path: PathBuf,
+    _lock: fs::File,
+}
+
+impl Scratch {
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.dir.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if fs::symlink_metadata(&self.dir).is_ok() {
+            fs::remove_dir_all(&self.dir).ok();
+        }
+        // Still locked: no cleaner removes the folder of a new scratch of this name.
+        fs::remove_file(&self.lock_path).ok();
+    }
+}
+
 impl Cache {
-    /// Removes scratch folders (`tmp/<label>.<pid>.<n>`) whose process is
-    /// gone: what a run killed with SIGKILL left behind. A folder whose pid is
-    /// alive (or any name kiln does not write) is left alone. Returns how many
+    /// Removes scratch folders that no live process holds: what a run killed
+    /// with SIGKILL left behind. Only a `tmp/<label>.<pid>.<n>` whose lock
+    /// file this process can lock is removed (with its lock file); a folder
+    /// another process holds, in this container or another sharing the
+    /// cache, or any name kiln does not write, is left alone, and nothing at
+    /// all is removed from a cache without kiln's marker. Returns how many
     /// folders and bytes were freed.
     pub fn remove_stale_scratch(&self) -> Result<(usize, u64)> {
+        if !self.marked {
+            return Ok((0, 0));
+        }
         let Ok(entries) = fs::read_dir(self.tmp()) else { return Ok((0, 0)) };
         let (mut n, mut bytes) = (0, 0);
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let mut parts = name.rsplitn(3, '.');
-            let (Some(_n), Some(pid), Some(_label)) = (parts.next(), parts.next(), parts.next()) else { continue };
-            let Ok(pid) = pid.parse::<u32>() else { continue };
-            if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            let Some(dir) = scratch_of_lock(&name) else { continue };
+            let (lock_path, dir) = (e.path(), self.tmp().join(dir));
+            let Ok(lock) = fs::OpenOptions::new().write(true).open(&lock_path) else { continue };
+            if lock.try_lock().is_err() {
+                continue; // held: a live run's
+            }
+            // The file locked must still be the one at the path (its owner may
+            // have removed it, and a new run made a new one, in between).
+            use std::os::unix::fs::MetadataExt;
+            let same = match (lock.metadata(), fs::symlink_metadata(&lock_path)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino() && b.is_file(),
+                _ => false,
+            };
+            if !same {
                 continue;
             }
-            let size = dir_size(&e.path());
-            if fs::remove_dir_all(e.path()).is_ok() {
-                n += 1;
+            let (gone, size) = match fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => {
+                    let size = dir_size(&dir);
+                    if fs::remove_dir_all(&dir).is_err() {
+                        continue;
+                    }
+                    n += 1;
+                    (true, size)
+                }
+                Ok(_) => (false, 0), // not a folder kiln made: left alone, and its lock file too
+                Err(_) => (true, 0), // a run killed between its lock and its folder
+            };
+            if gone {
+                fs::remove_file(&lock_path).ok();
                 bytes += size;
             }
         }
         Ok((n, bytes))
+    }
+}
+
+impl Cache {
+    /// Moves a damaged `path` (an entry, a download, a folder of tools) to
+    /// `damaged/<label>.<pid>.<n>`, kept as evidence until `cargo xtask cache
+    /// gc`; `label` is made of letters, digits, '-', '_' and '.' only.
+    pub fn move_aside(&self, path: &Path, label: &str) -> Result<PathBuf> {
+        let damaged = self.root.join(DAMAGED);
+        fs::create_dir_all(&damaged).with_context(|| format!("cannot create {}", damaged.display()))?;
+        let label = plain_name(label);
+        let aside = (0u32..)
+            .map(|n| damaged.join(format!("{label}.{}.{n}", std::process::id())))
+            .find(|p| fs::symlink_metadata(p).is_err())
+            .expect("a free name");
+        fs::rename(path, &aside).with_context(|| format!("cannot move the damaged {} aside to {}", path.display(), aside.display()))?;
+        Ok(aside)
+    }
+
+    /// Where a failed job's log is kept: `failed/<name>.log`.
+    pub fn failed_log(&self, name: &str) -> PathBuf {
+        self.root.join(FAILED).join(format!("{}.log", plain_name(name)))
+    }
+
+    /// Whether `name`, in `damaged/` or `failed/`, is one kiln gives there
+    /// ([`Cache::move_aside`], [`Cache::failed_log`]): only those are ever removed.
+    pub fn names_its_own(area: &str, name: &str) -> bool {
+        let plain = |s: &str| !s.is_empty() && s.chars().all(plain_char);
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        match area {
+            DAMAGED => {
+                let mut parts = name.rsplitn(3, '.');
+                matches!((parts.next(), parts.next(), parts.next()), (Some(n), Some(pid), Some(label)) if digits(n) && digits(pid) && plain(label))
+            }
+            FAILED => name.strip_suffix(".log").is_some_and(plain),
+            _ => false,
+        }
+    }
+}
+
+fn plain_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+fn plain_name(name: &str) -> String {
+    let s: String = name.chars().map(|c| if plain_char(c) { c } else { '-' }).collect();
+    match s.trim_start_matches('.') {
+        "" => "unnamed".to_string(),
+        t => t.to_string(),
     }
 }
 
@@ -173,19 +383,78 @@ pub fn publish_dir(tmp: &Path, dest: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn lock_held_elsewhere(path: &Path) -> fs::File {
+        // Another open file description: to flock, another process (in this
+        // container or another one sharing the cache) holding the lock.
+        let f = fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).unwrap();
+        f.try_lock().unwrap();
+        f
+    }
+
     #[test]
-    fn stale_scratch_of_dead_runs_is_removed_and_live_or_foreign_folders_kept() {
-        let root = std::env::temp_dir().join(format!("kiln-scratch-{}", std::process::id()));
-        let cache = Cache::at(root.clone()).unwrap();
+    fn stale_scratch_is_told_by_its_lock_not_its_pid() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = Cache::at(root.path().join("cache")).unwrap();
+        assert!(cache.marked(), "a new cache is marked");
         let mine = cache.scratch("job").unwrap();
-        // pid 0 is never a process of ours; /proc/0 does not exist.
-        let dead = cache.tmp().join("job.0.3");
+        // A dead run's scratch: its lock file is there and nobody holds it.
+        let dead = cache.tmp().join("job.4.3");
         fs::create_dir_all(dead.join("sub")).unwrap();
         fs::write(dead.join("sub/half.o"), vec![0u8; 1000]).unwrap();
-        let foreign = cache.tmp().join("notes");
-        fs::create_dir_all(&foreign).unwrap();
+        fs::write(cache.tmp().join("job.4.3.lock"), "").unwrap();
+        // Another container's live scratch: its pid means nothing here (no such
+        // process in this namespace), but it holds its lock.
+        let other = cache.tmp().join("job.999999999.0");
+        fs::create_dir_all(&other).unwrap();
+        let _held = lock_held_elsewhere(&cache.tmp().join("job.999999999.0.lock"));
+        // Names kiln does not write: a user's folder that looks like scratch, with or without a lock file.
+        let foreign = [cache.tmp().join("photos.2023.12"), cache.tmp().join("notes"), cache.tmp().join("my files.1.2")];
+        for f in &foreign {
+            fs::create_dir_all(f).unwrap();
+        }
+        fs::write(cache.tmp().join("my files.1.2.lock"), "").unwrap();
         assert_eq!(cache.remove_stale_scratch().unwrap(), (1, 1000));
-        assert!(!dead.exists() && mine.exists() && foreign.exists());
-        fs::remove_dir_all(root).unwrap();
+        assert!(!dead.exists() && !cache.tmp().join("job.4.3.lock").exists());
+        assert!(mine.exists() && other.exists() && foreign.iter().all(|f| f.exists()));
+        // Dropping a scratch removes it and its lock file.
+        let path = mine.to_path_buf();
+        drop(mine);
+        assert!(!path.exists() && !lock_path(&path).exists());
+    }
+
+    #[test]
+    fn a_folder_without_the_marker_is_used_but_never_cleaned() {
+        let root = tempfile::tempdir().unwrap();
+        let user = root.path().join("photos");
+        let dead = user.join("tmp/photos.2023.12");
+        fs::create_dir_all(&dead).unwrap();
+        fs::write(user.join("tmp/photos.2023.12.lock"), "").unwrap();
+        let mut cache = Cache::at(user.clone()).unwrap();
+        assert!(!cache.marked() && !user.join(kiln_fs::MARKER).exists());
+        assert_eq!(cache.remove_stale_scratch().unwrap(), (0, 0));
+        assert!(dead.exists());
+        let err = format!("{:#}", cache.check_cleanable().unwrap_err());
+        assert!(err.contains("refusing to clean") && err.contains("cargo xtask cache mark") && err.contains(ENV), "{err}");
+        // Marking it takes the user's word, but not for a folder holding what kiln never writes.
+        fs::write(user.join("holiday.jpg"), "x").unwrap();
+        assert!(format!("{:#}", cache.mark().unwrap_err()).contains("holiday.jpg"));
+        assert!(!user.join(kiln_fs::MARKER).exists());
+        fs::remove_file(user.join("holiday.jpg")).unwrap();
+        cache.mark().unwrap();
+        assert!(cache.marked() && Cache::at(user.clone()).unwrap().marked());
+        // Marked, its one dead scratch of kiln's own naming goes.
+        assert_eq!(cache.remove_stale_scratch().unwrap().0, 1);
+    }
+
+    #[test]
+    fn every_scratch_name_parses_back_as_kilns() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = Cache::at(root.path().to_path_buf()).unwrap();
+        for label in ["", "a.b", "../x", "a b", "tool-ptxas_1"] {
+            let s = cache.scratch(label).unwrap();
+            let lock = lock_path(&s).file_name().unwrap().to_string_lossy().into_owned();
+            assert_eq!(scratch_of_lock(&lock), Some(s.file_name().unwrap().to_str().unwrap()), "{label:?}");
+            assert_eq!(s.parent(), Some(cache.tmp().as_path()), "{label:?}");
+        }
     }
 }

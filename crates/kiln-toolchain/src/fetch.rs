@@ -15,6 +15,12 @@ use sha2::{Digest, Sha256};
 use crate::cache::Cache;
 
 pub fn sha256_file(path: &Path) -> Result<String> {
+    // Only a regular file is opened: a FIFO planted in a cache or a dist
+    // folder would block the read for ever, a device never end.
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!("{} is not a regular file (a folder, FIFO, socket or device); not read", path.display());
+    }
     let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];

@@ -264,10 +264,7 @@ fn verify_tree(dir: &Path) -> Result<usize> {
 /// may find the same folder damaged twice), so that it is unpacked again.
 fn move_aside(cache: &Cache, dir: &std::path::Path) -> Result<()> {
     let name = dir.file_name().expect("a tools/ folder").to_string_lossy().into_owned();
-    let damaged = cache.root().join("damaged");
-    fs::create_dir_all(&damaged)?;
-    let aside = (0u32..).map(|n| damaged.join(format!("{name}.{}.{n}", std::process::id()))).find(|p| !p.exists()).expect("a free name");
-    fs::rename(dir, &aside).with_context(|| format!("cannot move the damaged {} aside", dir.display()))
+    cache.move_aside(dir, &name).map(drop)
 }
 
 /// The pinned wheel's bytes (checked against the pin) and its RECORD.
@@ -398,8 +395,13 @@ pub fn read_entry(zip: &[u8], e: &Entry) -> Result<Vec<u8>> {
     let out = match e.method {
         0 => data.to_vec(),
         8 => {
-            let mut out = Vec::with_capacity(e.size);
-            flate2::read::DeflateDecoder::new(data).read_to_end(&mut out).with_context(|| format!("{name}: cannot inflate"))?;
+            // The sizes are the zip's claims: memory is reserved for what the
+            // data can hold at most, and inflating stops one byte past the claim.
+            let mut out = Vec::with_capacity(e.size.min(data.len().saturating_mul(4)));
+            flate2::read::DeflateDecoder::new(data)
+                .take(e.size as u64 + 1)
+                .read_to_end(&mut out)
+                .with_context(|| format!("{name}: cannot inflate"))?;
             out
         }
         m => bail!("{name}: compression method {m} is not supported"),
@@ -609,6 +611,49 @@ mod tests {
         assert!(e.contains("no files under pkg/nothing/"), "{e}");
         assert!(fs::read_dir(cache.tmp()).map_or(true, |mut d| d.next().is_none()), "no scratch is left behind");
         fs::remove_dir_all(&root).unwrap();
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256), failure_persistence: None, ..Default::default() })]
+
+        /// A wheel (zip) and its RECORD, cut or with bytes changed anywhere:
+        /// an error or a member whose CRC-32 and size match, never a panic.
+        #[test]
+        fn crafted_wheels_and_records_are_errors_not_panics(
+            method in proptest::sample::select(vec![0u16, 8]),
+            cut in proptest::prelude::any::<proptest::sample::Index>(),
+            flips in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()), 0..4),
+            record in proptest::prelude::any::<String>(),
+        ) {
+            let text = b"kiln reads one member of a wheel\n".repeat(20);
+            let mut zip = zip_file(&[("pkg/a.txt", &text), ("pkg-1.0.dist-info/RECORD", b"pkg/a.txt,sha256=WJG1tSLV3whtD_CxEPvZ0hu0_HFjrzTQgoai6Eb2vgM,6\n")], method);
+            for (at, b) in flips {
+                let i = at.index(zip.len());
+                zip[i] = b;
+            }
+            zip.truncate(cut.index(zip.len() + 1));
+            if let Ok(all) = entries(&zip) {
+                for e in &all {
+                    if let Ok(bytes) = read_entry(&zip, e) {
+                        proptest::prop_assert_eq!(bytes.len(), e.size);
+                    }
+                }
+            }
+            let _ = read_member(&zip, "pkg/a.txt");
+            let _ = recorded_sha256(&record, "pkg/a.txt");
+            let _ = recorded_sha256(&format!("pkg/a.txt,sha256={record},1"), "pkg/a.txt");
+        }
+    }
+
+    #[test]
+    fn a_claimed_size_reserves_no_memory_beyond_what_the_data_can_hold() {
+        // A deflated member claiming 4 GiB - 2: an error (size mismatch), not a 4 GiB allocation.
+        let mut zip = zip_file(&[("a", b"small")], 8);
+        let claim = 0xffff_fffeu32.to_le_bytes();
+        let dir = zip.windows(4).rposition(|w| w == b"PK\x01\x02").unwrap();
+        zip[dir + 24..dir + 28].copy_from_slice(&claim);
+        let e = read_member(&zip, "a").unwrap_err().to_string();
+        assert!(e.contains("size or CRC-32"), "{e}");
     }
 
     /// A zip file of `members` (stored, or deflated with `method` 8), as the format defines it.

@@ -34,7 +34,8 @@ pub fn scratch(name: &str) -> Scratch {
 /// A cache at `dir` sharing the real cache's unpacked toolchain and sources
 /// (provisioned by `cargo xtask test` before the tests run), with no compiled objects.
 pub fn cache_at(dir: &Path) -> PathBuf {
-    fs::create_dir_all(dir).unwrap();
+    // Made (and so marked) by kiln before anything is put in it, as a new cache is.
+    kiln_toolchain::Cache::at(dir.to_path_buf()).unwrap();
     for area in ["toolchains", "sources"] {
         let real = real_cache().join(area);
         assert!(real.is_dir(), "{} is missing: run `cargo xtask dist` (or `cargo xtask test`) first", real.display());
