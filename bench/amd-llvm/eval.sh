@@ -91,7 +91,7 @@ fi
 
 if step pypi; then
   python3 "$HERE/wheel-members.py" triton 'backends/amd/lib/.*\.bc$' work/triton
-  python3 "$HERE/wheel-members.py" iree-base-compiler 'rocm/o[cm][kl]l\.bc$' work/iree
+  python3 "$HERE/wheel-members.py" iree-base-compiler 'rocm/oc(ml|kl)\.bc$' work/iree
   cp "$HERE/gen-oclc.sh" work/ && rm -rf work/gen
   sandbox 22 sh gen-oclc.sh gen 9500 12000 12001 9402 9010
   printf 'target triple = "amdgcn-amd-amdhsa"\n' > work/empty.ll && sandbox 22 llvm-as empty.ll -o gen/opencl.bc
