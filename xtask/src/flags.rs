@@ -53,7 +53,10 @@ pub enum Task {
         where it has the jobs, pinned downloads otherwise) into a temporary folder, and the rebuilt .crate is \
         compared with the given one byte for byte, then file by file, each difference named with its likely \
         cause. A crate changed after packaging (a file whose sha256 is not its record's) is reported without a \
-        rebuild. Exit status 0 only when the crate is reproduced.")]
+        rebuild. With --trusted-key KEY.pub the crate must first be signed by that key: a statement of \
+        --attestation FILE (default: attestation.intoto.jsonl beside the .crate, as `cargo xtask sign` writes it) \
+        that verifies with the key and names the crate's sha256 (docs/signing.md). Exit status 0 only when the \
+        crate is reproduced (and, with --trusted-key, signed).")]
     VerifyCrate(VerifyCrate),
     /// Run `dist --locked` (the reproducibility check the tests build on), the lint gate (rustfmt, clippy -D warnings), then the test suite (nextest).
     Test {
