@@ -53,7 +53,10 @@ pub enum Task {
         where it has the jobs, pinned downloads otherwise) into a temporary folder, and the rebuilt .crate is \
         compared with the given one byte for byte, then file by file, each difference named with its likely \
         cause. A crate changed after packaging (a file whose sha256 is not its record's) is reported without a \
-        rebuild. Exit status 0 only when the crate is reproduced.")]
+        rebuild. With --trusted-key KEY.pub the crate must first be signed by that key: a statement of \
+        --attestation FILE (default: attestation.intoto.jsonl beside the .crate, as `cargo xtask sign` writes it) \
+        that verifies with the key and names the crate's sha256 (docs/signing.md). Exit status 0 only when the \
+        crate is reproduced (and, with --trusted-key, signed).")]
     VerifyCrate(VerifyCrate),
     /// Run `dist --locked` (the reproducibility check the tests build on), the lint gate (rustfmt, clippy -D warnings), then the test suite (nextest).
     Test {
@@ -103,6 +106,14 @@ pub enum Task {
         uploaded and checks it (size limit, description, licence texts), uploading nothing. Versions \
         already in the registry with the same sha256 are skipped. docs/consuming.md.")]
     Publish(Publish),
+    /// Sign the packaged crates (target/dist/crates) with an ed25519 key: one in-toto statement in a DSSE envelope.
+    #[command(long_about = "Sign the packaged crates (target/dist/crates) with a local ed25519 key.\n\n\
+        Writes crates/attestation.intoto.jsonl: one in-toto statement (SLSA provenance v1) naming every .crate \
+        of crates.json (file name and sha256; each first checked against crates.json), in a DSSE envelope \
+        signed with the key, the shape GitHub's attest-build-provenance signs with Sigstore instead. \
+        `cargo xtask verify-crate FILE --trusted-key KEY.pub` checks it. `--generate-key FILE` makes a key pair \
+        (FILE, mode 0600, and FILE.pub) and signs nothing. docs/signing.md.")]
+    Sign(Sign),
     /// Inspect kiln's cache ($KILN_CACHE_DIR, default ~/.cache/kiln): sizes, verify, gc.
     #[command(long_about = "Inspect kiln's cache ($KILN_CACHE_DIR, default ~/.cache/kiln).\n\n\
         `size` prints the bytes of each area. `verify` checks every compiled entry against the sha256 it \
@@ -136,6 +147,19 @@ pub struct Publish {
     #[arg(long)]
     pub execute: bool,
     /// The dist folder whose crates/ to publish.
+    #[arg(long, default_value = kiln_dist::DIST_DIR, value_name = "DIR")]
+    pub dist: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Sign {
+    /// The ed25519 private key to sign with (PKCS#8 PEM, as `--generate-key` or `openssl genpkey -algorithm ed25519` writes).
+    #[arg(long, value_name = "FILE", required_unless_present = "generate_key", conflicts_with = "generate_key")]
+    pub key: Option<PathBuf>,
+    /// Write a new key pair, FILE (private, mode 0600) and FILE.pub (public), and sign nothing. Never replaces a file.
+    #[arg(long, value_name = "FILE")]
+    pub generate_key: Option<PathBuf>,
+    /// The dist folder whose crates/ to sign.
     #[arg(long, default_value = kiln_dist::DIST_DIR, value_name = "DIR")]
     pub dist: PathBuf,
 }
@@ -320,6 +344,13 @@ pub struct VerifyCrate {
     /// The registry NAME@VERSION comes from, as cargo names it (`[registries.NAME]`, CARGO_REGISTRIES_NAME_INDEX).
     #[arg(long, value_name = "NAME", default_value = "crates-io")]
     pub registry: String,
+    /// Require the crate to be signed by this ed25519 public key (PEM): a statement of --attestation
+    /// (default: attestation.intoto.jsonl beside a .crate file) signed by it must name the crate's sha256.
+    #[arg(long, value_name = "KEY.pub")]
+    pub trusted_key: Option<PathBuf>,
+    /// The signed statements to check the crate against (what `cargo xtask sign` wrote).
+    #[arg(long, value_name = "FILE")]
+    pub attestation: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]

@@ -10,6 +10,7 @@ mod flags;
 mod merge;
 mod pins;
 mod publish;
+mod sign;
 mod test;
 mod test_matrix;
 mod toolchain;
@@ -57,6 +58,7 @@ fn run(flags: flags::Xtask) -> Result<()> {
         flags::Task::Container(c) => container::run(&flags.pins, c),
         flags::Task::Pins { action } => pins::run(&flags.pins, action),
         flags::Task::Publish(p) => publish::run(p),
+        flags::Task::Sign(s) => sign::run(s),
         flags::Task::Registry { action } => publish::registry(action),
         flags::Task::Cache { action } => cache::run(action),
     }

@@ -5,14 +5,18 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use kiln_publish::attest;
+
 use crate::flags;
 
 pub fn run(pins_path: &Path, v: flags::VerifyCrate) -> Result<()> {
     let pins = crate::load_pins(pins_path)?;
     let root = crate::project_root();
-    let (bytes, what) = if Path::new(&v.krate).is_file() || v.krate.ends_with(".crate") {
-        let path = Path::new(&v.krate);
-        (std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?, path.display().to_string())
+    let path = Path::new(&v.krate);
+    let (bytes, what, file_name, beside) = if path.is_file() || v.krate.ends_with(".crate") {
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let file_name = path.file_name().map_or(v.krate.clone(), |n| n.to_string_lossy().into_owned());
+        (bytes, path.display().to_string(), file_name, path.parent().map(|d| d.join(attest::FILE)))
     } else {
         let Some((name, version)) = v.krate.split_once('@') else {
             bail!("`{}` is neither a .crate file nor NAME@VERSION (e.g. kiln-candle-kernels-sm90@0.11.1+kiln.1)", v.krate)
@@ -20,8 +24,17 @@ pub fn run(pins_path: &Path, v: flags::VerifyCrate) -> Result<()> {
         let lookup = kiln_publish::registry::Lookup::from_process()?;
         let registry = kiln_publish::registry::Registry::resolve(&v.registry, &lookup)?;
         crate::say(format!("downloading {name} {version} from registry `{}` ({})", registry.name, registry.index));
-        (registry.download(name, version)?, format!("{name} {version} from registry `{}`", registry.name))
+        (registry.download(name, version)?, format!("{name} {version} from registry `{}`", registry.name), format!("{name}-{version}.crate"), None)
     };
+    // The signature first: a crate that is not what was signed needs no rebuild.
+    let signature = match attest::verdict(&bytes, &what, &file_name, v.attestation.as_deref(), beside.as_deref(), v.trusted_key.as_deref())? {
+        attest::Verdict::Verified { attestation, checked } => {
+            format!("signed: {} names it as {} and is signed by the trusted key (keyid {})", attestation.display(), checked.subject, checked.keyid)
+        }
+        attest::Verdict::Unchecked(a) => format!("signature not checked: {} is there, give --trusted-key KEY.pub to check it", a.display()),
+        attest::Verdict::Absent => "no signature checked: no attestation given or beside the crate (docs/signing.md)".to_string(),
+    };
+    crate::say(format!("{what}: {signature}"));
     let scratch = tempfile::Builder::new().prefix("kiln-verify-crate-").tempdir().context("cannot make a temporary folder")?;
     let verdict = kiln_dist::verify_crate::check(&pins, &root, &bytes, &what, scratch.path(), &|l| crate::say(l))?;
     if verdict.reproduced {
@@ -29,6 +42,7 @@ pub fn run(pins_path: &Path, v: flags::VerifyCrate) -> Result<()> {
             "{} {}: reproduced: the rebuild is the same .crate, byte for byte ({} files in its record)",
             verdict.name, verdict.version, verdict.files
         );
+        println!("{} {}: {signature}", verdict.name, verdict.version);
         return Ok(());
     }
     println!("{} {}: NOT reproduced; {} difference(s):", verdict.name, verdict.version, verdict.differences.len());

@@ -100,6 +100,8 @@ pub struct Actions {
     pub cache: Action,
     pub upload_artifact: Action,
     pub download_artifact: Action,
+    /// Signs the published crates' provenance (the `publish` job).
+    pub attest_build_provenance: Action,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -288,7 +288,7 @@ fn dist(cx: &Cx, node: &Node, build: &Build) -> Result<Dist, MatrixError> {
 }
 
 fn actions(cx: &Cx, node: &Node) -> Result<Actions, MatrixError> {
-    let keys = ["checkout", "cache", "upload-artifact", "download-artifact"];
+    let keys = ["checkout", "cache", "upload-artifact", "download-artifact", "attest-build-provenance"];
     let f = Fields::new(cx, node, "`actions`", &keys)?;
     let one = |key: &str| -> Result<Action, MatrixError> {
         let node = f.require(cx, key)?;
@@ -317,6 +317,7 @@ fn actions(cx: &Cx, node: &Node) -> Result<Actions, MatrixError> {
         cache: one("cache")?,
         upload_artifact: one("upload-artifact")?,
         download_artifact: one("download-artifact")?,
+        attest_build_provenance: one("attest-build-provenance")?,
     })
 }
 

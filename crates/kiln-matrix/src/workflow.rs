@@ -42,6 +42,14 @@ pub const PART_ARTIFACT_PREFIX: &str = "kiln-dist-part-";
 /// The job ids of the dist's fan-out.
 pub const SHARD_JOB: &str = "dist-shard";
 pub const MERGE_JOB: &str = "dist-merge";
+/// The job that signs and publishes the merged dist's crates, on a `v*` tag.
+pub const PUBLISH_JOB: &str = "publish";
+/// The registry the publish job uploads to, and the secret holding its token
+/// (the name cargo reads crates.io's token from).
+pub const PUBLISH_REGISTRY: &str = "crates-io";
+pub const PUBLISH_TOKEN_SECRET: &str = "CARGO_REGISTRY_TOKEN";
+/// What the publish job signs, in the dist folder: every packaged `.crate` (the subjects of the attestation).
+pub const PUBLISH_SUBJECTS: &str = "crates/*.crate";
 pub const TESTS_ARTIFACT: &str = "kiln-tests";
 /// The nextest archive inside the `kiln-tests` artifact (next to `cargo-nextest`).
 pub const ARCHIVE: &str = "kiln-tests.tar.zst";
@@ -232,6 +240,8 @@ fn workflow(m: &Matrix) -> String {
     o.line(0, "on:");
     o.line(1, "push:");
     o.line(2, "branches: [main]");
+    // A release tag builds, tests and publishes (the publish job's `if`).
+    o.line(2, "tags: ['v*']");
     // pull_request, never pull_request_target: a fork's PR runs with a
     // read-only token and no secrets, and the GPU jobs skip it (their `if`).
     o.line(1, "pull_request:");
@@ -256,6 +266,8 @@ fn workflow(m: &Matrix) -> String {
     shard_job(&mut o, m);
     o.line(0, "");
     merge_job(&mut o, m);
+    o.line(0, "");
+    publish_job(&mut o, m);
     o.line(0, "");
     build_job(&mut o, m);
     for leg in &m.legs {
@@ -416,6 +428,48 @@ fn merge_job(o: &mut Out, m: &Matrix) {
     // then assembled here (static library, bundles, crates) and read back.
     o.line(4, &format!("run: cargo xtask dist merge --locked \"$RUNNER_TEMP\"/kiln/parts/{PART_ARTIFACT_PREFIX}*"));
     upload(o, m, "Upload the dist folder", DIST_ARTIFACT, DIST_DIR, 7);
+}
+
+/// On a `v*` tag (pushed, or dispatched on one): the merged dist, read back
+/// against artifacts.lock, gets a signed SLSA provenance attestation over
+/// every `.crate` (Sigstore, through this job's OIDC token; stored by GitHub,
+/// checked with `gh attestation verify`), then its crates are uploaded. Only
+/// this job may mint an OIDC token or write attestations; it runs on a
+/// GitHub-hosted runner and never on a pull request. docs/signing.md.
+fn publish_job(o: &mut Out, m: &Matrix) {
+    let a = &m.actions;
+    o.line(1, &format!("{PUBLISH_JOB}:"));
+    o.line(2, "name: sign and publish the crates");
+    o.line(2, &format!("needs: {MERGE_JOB}"));
+    o.line(2, "if: github.event_name != 'pull_request' && startsWith(github.ref, 'refs/tags/v')");
+    o.line(2, &format!("runs-on: {}", scalar(&m.build.runs_on)));
+    o.line(2, "timeout-minutes: 30");
+    o.line(2, "permissions:");
+    o.line(3, "contents: read");
+    o.line(3, "id-token: write");
+    o.line(3, "attestations: write");
+    o.line(2, "env:");
+    o.line(3, "CARGO_TERM_COLOR: always");
+    o.line(3, &format!("KILN_RUST: {}", scalar(&m.build.rust)));
+    o.line(2, "steps:");
+    o.uses(3, "Check out", &a.checkout);
+    o.line(4, "with:");
+    o.line(5, "persist-credentials: false");
+    o.line(3, "- name: Install Rust");
+    o.block(4, "run", "rustup toolchain install \"$KILN_RUST\" --profile minimal\nrustup default \"$KILN_RUST\"");
+    o.uses(3, "Download the dist folder", &a.download_artifact);
+    o.line(4, "with:");
+    o.line(5, &format!("name: {DIST_ARTIFACT}"));
+    o.line(5, &format!("path: {DIST_DIR}"));
+    o.line(3, "- name: Check the dist folder against artifacts.lock");
+    o.line(4, "run: cargo xtask verify");
+    o.uses(3, "Attest build provenance", &a.attest_build_provenance);
+    o.line(4, "with:");
+    o.line(5, &format!("subject-path: '{DIST_DIR}/{PUBLISH_SUBJECTS}'"));
+    o.line(3, "- name: Publish the crates");
+    o.line(4, "env:");
+    o.line(5, &format!("{PUBLISH_TOKEN_SECRET}: ${{{{ secrets.{PUBLISH_TOKEN_SECRET} }}}}"));
+    o.line(4, &format!("run: cargo xtask publish --registry {PUBLISH_REGISTRY} --execute"));
 }
 
 fn build_job(o: &mut Out, m: &Matrix) {

@@ -55,7 +55,11 @@ fn triggers_permissions_and_concurrency() {
     let perms = get(&wf, &["permissions"]).as_mapping().unwrap();
     assert_eq!(perms.len(), 1);
     assert_eq!(str_of(&wf, &["permissions", "contents"]), "read");
-    assert!(!text.contains(": write"), "no job widens the token");
+    // Only the publish job widens the token, for its attestation (its own test).
+    let writes: Vec<&str> = text.lines().filter(|l| l.ends_with(": write")).map(str::trim).collect();
+    assert_eq!(writes, ["id-token: write", "attestations: write"], "no other job widens the token");
+    let tags = get(on, &["push", "tags"]).as_sequence().unwrap();
+    assert_eq!(tags[0].as_str(), Some("v*"), "a release tag runs the workflow");
     assert!(str_of(&wf, &["concurrency", "group"]).contains("github.event.pull_request.number || github.sha"));
     assert_eq!(str_of(&wf, &["concurrency", "cancel-in-progress"]), "${{ github.event_name == 'pull_request' }}");
 }
@@ -65,15 +69,16 @@ fn every_action_is_pinned_to_a_commit_and_checkouts_keep_no_token() {
     let (text, wf) = generated(&good());
     let uses: Vec<&str> = text.lines().filter_map(|l| l.trim().strip_prefix("uses: ")).collect();
     // shards: checkout, cache x2, upload; merge: checkout, cache x2, download, upload;
-    // build: checkout, cache, upload; each of the 3 legs: checkout, download x2, upload.
-    assert_eq!(uses.len(), 4 + 5 + 3 + 3 * 4, "{uses:?}");
+    // publish: checkout, download, attest; build: checkout, cache, upload; each of
+    // the 3 legs: checkout, download x2, upload.
+    assert_eq!(uses.len(), 4 + 5 + 3 + 3 + 3 * 4, "{uses:?}");
     for u in uses {
         let (action, comment) = u.split_once(" # ").expect("a release comment after the SHA");
         let sha = action.split_once('@').unwrap().1;
         assert!(sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()), "{u}");
         assert!(comment.starts_with('v'), "{u}");
     }
-    for job in ["dist-shard", "dist-merge", "build", "gpu-gfx1030", "gpu-sm_90"] {
+    for job in ["dist-shard", "dist-merge", "publish", "build", "gpu-gfx1030", "gpu-sm_90"] {
         let checkout = step(&wf, job, "Check out");
         assert_eq!(get(checkout, &["with", "persist-credentials"]).as_bool(), Some(false), "{job}");
     }
@@ -133,6 +138,47 @@ fn shard_jobs_build_parts_and_the_merge_job_uploads_the_dist_the_legs_test() {
             }
         }
     }
+}
+
+#[test]
+fn the_publish_job_attests_every_crate_of_the_merged_dist_on_a_tag_then_publishes() {
+    let (_, wf) = generated(&good());
+    let job = get(&wf, &["jobs", workflow::PUBLISH_JOB]);
+    assert_eq!(str_of(job, &["needs"]), workflow::MERGE_JOB);
+    let cond = str_of(job, &["if"]);
+    assert!(cond.contains("github.event_name != 'pull_request'") && cond.contains("startsWith(github.ref, 'refs/tags/v')"), "{cond}");
+    assert_eq!(str_of(job, &["runs-on"]), "ubuntu-24.04", "GitHub-hosted: its OIDC token is the attestation's identity");
+    // Exactly what actions/attest-build-provenance needs, and nothing more.
+    let perms = get(job, &["permissions"]).as_mapping().unwrap();
+    assert_eq!(perms.len(), 3, "{perms:?}");
+    for (k, v) in [("contents", "read"), ("id-token", "write"), ("attestations", "write")] {
+        assert_eq!(str_of(job, &["permissions", k]), v);
+    }
+    let names: Vec<&str> = steps(&wf, "publish").iter().map(|s| s.as_mapping_get("name").unwrap().as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "Check out",
+            "Install Rust",
+            "Download the dist folder",
+            "Check the dist folder against artifacts.lock",
+            "Attest build provenance",
+            "Publish the crates"
+        ],
+        "the dist is checked, then signed, then published"
+    );
+    let down = step(&wf, "publish", "Download the dist folder");
+    assert_eq!(str_of(down, &["with", "name"]), workflow::DIST_ARTIFACT);
+    assert_eq!(str_of(down, &["with", "path"]), "target/dist");
+    assert_eq!(str_of(step(&wf, "publish", "Check the dist folder against artifacts.lock"), &["run"]), "cargo xtask verify");
+    let attest = step(&wf, "publish", "Attest build provenance");
+    assert!(str_of(attest, &["uses"]).starts_with("actions/attest-build-provenance@"));
+    assert_eq!(str_of(attest, &["with", "subject-path"]), "target/dist/crates/*.crate");
+    let publish = step(&wf, "publish", "Publish the crates");
+    assert_eq!(str_of(publish, &["run"]), "cargo xtask publish --registry crates-io --execute");
+    // The token reaches the one step that needs it, from a secret, never a script.
+    assert_eq!(str_of(publish, &["env", "CARGO_REGISTRY_TOKEN"]), "${{ secrets.CARGO_REGISTRY_TOKEN }}");
+    assert!(job.as_mapping_get("env").and_then(|e| e.as_mapping_get("CARGO_REGISTRY_TOKEN")).is_none());
 }
 
 #[test]

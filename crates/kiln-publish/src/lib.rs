@@ -9,6 +9,7 @@
 //! [`server`] is a small sparse registry served on loopback: what the tests
 //! publish to and consumers resolve from.
 
+pub mod attest;
 pub mod http;
 pub mod metadata;
 pub mod packaged;

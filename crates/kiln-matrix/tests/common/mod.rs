@@ -32,6 +32,7 @@ actions:
   cache: {{ uses: actions/cache@{SHA}, tag: v5.0.5 }}
   upload-artifact: {{ uses: actions/upload-artifact@{SHA}, tag: v6.0.0 }}
   download-artifact: {{ uses: actions/download-artifact@{SHA}, tag: v7.0.0 }}
+  attest-build-provenance: {{ uses: actions/attest-build-provenance@{SHA}, tag: v3.2.0 }}
 images:
   hip: ghcr.io/kiln-gpu/kiln-runner-rocm@sha256:{DIGEST}
   cuda: ghcr.io/kiln-gpu/kiln-runner-cuda@sha256:{DIGEST}

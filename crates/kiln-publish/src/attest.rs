@@ -1,0 +1,281 @@
+//! Signed statements of what a dist packaged, checkable with a local key.
+//!
+//! [`sign`] writes one [in-toto Statement v1] naming every `.crate` of
+//! `crates/crates.json` (file name and sha256) with a [SLSA provenance v1]
+//! predicate, in a [DSSE] envelope signed with an ed25519 key, as one line of
+//! `crates/attestation.intoto.jsonl`: the shape GitHub's
+//! `actions/attest-build-provenance` signs too (there with a Sigstore
+//! certificate instead of a key; docs/signing.md). [`check`] is what
+//! `cargo xtask verify-crate --trusted-key` runs: some line of the file must be
+//! signed by the trusted key and name the crate's sha256; anything else is one
+//! error naming the crate, the file and the key.
+//!
+//! Keys are the PEM files openssl writes (`openssl genpkey -algorithm ed25519`,
+//! `openssl pkey -pubout`) or [`generate_key`] does.
+//!
+//! [in-toto Statement v1]: https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md
+//! [SLSA provenance v1]: https://slsa.dev/spec/v1.0/provenance
+//! [DSSE]: https://github.com/secure-systems-lab/dsse/blob/master/protocol.md
+
+use std::{
+    fs,
+    io::{Read, Write},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use base64::{engine::general_purpose::STANDARD as B64, Engine};
+use ed25519_dalek::{
+    pkcs8::{spki::der::pem::LineEnding, DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey},
+    Signature, Signer, SigningKey, VerifyingKey,
+};
+use kiln_manifest::sha256_hex;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The signed statements, in the dist's `crates/` folder beside `crates.json`.
+pub const FILE: &str = "attestation.intoto.jsonl";
+/// DSSE's payload type for in-toto statements.
+pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+pub const PREDICATE_TYPE: &str = "https://slsa.dev/provenance/v1";
+/// What the statement says built the subjects (SLSA's `buildType`).
+pub const BUILD_TYPE: &str = "https://github.com/kiln-gpu/kiln/blob/main/docs/signing.md#dist-v1";
+
+/// A DSSE envelope, as JSON.
+#[derive(Serialize, Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    pub payload_type: String,
+    /// The statement's bytes, base64.
+    pub payload: String,
+    pub signatures: Vec<Sig>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Sig {
+    #[serde(default)]
+    pub keyid: String,
+    /// The signature over [`pae`], base64.
+    pub sig: String,
+}
+
+/// DSSE's pre-authentication encoding: what is signed.
+pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!("DSSEv1 {} {payload_type} {} ", payload_type.len(), body.len()).into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A key's id: the sha256 of its 32 public bytes.
+pub fn keyid(key: &VerifyingKey) -> String {
+    sha256_hex(key.as_bytes())
+}
+
+/// Writes a new key pair: `path` (the private key, PKCS#8 PEM, mode 0600)
+/// and `path.pub` (the public key, SubjectPublicKeyInfo PEM). Refuses to
+/// replace either. Returns the public key's PEM.
+pub fn generate_key(path: &Path) -> Result<String> {
+    let public_path = public_path(path);
+    for p in [path, public_path.as_path()] {
+        if p.exists() {
+            bail!("{} exists: kiln does not replace a key; give another file", p.display());
+        }
+    }
+    let mut seed = [0u8; 32];
+    fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut seed)).context("cannot read /dev/urandom for a new key")?;
+    let key = SigningKey::from_bytes(&seed);
+    let private = key.to_pkcs8_pem(LineEnding::LF).map_err(|e| anyhow::anyhow!("cannot encode the private key: {e}"))?;
+    let public = key.verifying_key().to_public_key_pem(LineEnding::LF).map_err(|e| anyhow::anyhow!("cannot encode the public key: {e}"))?;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options.open(path).with_context(|| format!("cannot create {}", path.display()))?;
+    f.write_all(private.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
+    fs::write(&public_path, &public).with_context(|| format!("cannot write {}", public_path.display()))?;
+    Ok(public)
+}
+
+/// Where [`generate_key`] puts the public key of `private`.
+pub fn public_path(private: &Path) -> PathBuf {
+    let mut s = private.as_os_str().to_owned();
+    s.push(".pub");
+    PathBuf::from(s)
+}
+
+/// An ed25519 private key from a PKCS#8 PEM file.
+pub fn signing_key(path: &Path) -> Result<SigningKey> {
+    let text = fs::read_to_string(path).with_context(|| format!("cannot read the key {}", path.display()))?;
+    SigningKey::from_pkcs8_pem(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not an ed25519 private key in PKCS#8 PEM ({e}): make one with `cargo xtask sign --generate-key FILE` or `openssl genpkey -algorithm ed25519`",
+            path.display()
+        )
+    })
+}
+
+/// An ed25519 public key from a PEM file (`-----BEGIN PUBLIC KEY-----`).
+pub fn trusted_key(path: &Path) -> Result<VerifyingKey> {
+    let text = fs::read_to_string(path).with_context(|| format!("cannot read the trusted key {}", path.display()))?;
+    VerifyingKey::from_public_key_pem(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not an ed25519 public key in PEM ({e}): give the FILE.pub that `cargo xtask sign --generate-key FILE` wrote, or `openssl pkey -pubout`'s output",
+            path.display()
+        )
+    })
+}
+
+/// The statement for `crates`: each subject a `.crate` file name and its sha256.
+pub fn statement(crates: &[crate::packaged::Packaged]) -> serde_json::Value {
+    let subject: Vec<_> = crates
+        .iter()
+        .map(|p| {
+            let name = Path::new(&p.record.file).file_name().map_or(p.record.file.clone(), |n| n.to_string_lossy().into_owned());
+            json!({"name": name, "digest": {"sha256": p.record.sha256}})
+        })
+        .collect();
+    let crates_json: Vec<_> = crates.iter().map(|p| json!({"name": p.name(), "version": p.version()})).collect();
+    json!({
+        "_type": STATEMENT_TYPE,
+        "subject": subject,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": {"crates": crates_json},
+            },
+            "runDetails": {"builder": {"id": "https://github.com/kiln-gpu/kiln/blob/main/docs/signing.md#local-key"}},
+        },
+    })
+}
+
+/// One signed envelope around `statement`.
+pub fn envelope(statement: &serde_json::Value, key: &SigningKey) -> Envelope {
+    let body = serde_json::to_vec(statement).expect("a JSON value serializes");
+    let sig = key.sign(&pae(PAYLOAD_TYPE, &body));
+    Envelope {
+        payload_type: PAYLOAD_TYPE.into(),
+        payload: B64.encode(&body),
+        signatures: vec![Sig { keyid: keyid(&key.verifying_key()), sig: B64.encode(sig.to_bytes()) }],
+    }
+}
+
+/// Signs every crate of the dist at `dist` (each first checked against
+/// `crates.json`) into `crates/attestation.intoto.jsonl`, written whole or
+/// not at all. Returns the file and how many crates it names.
+pub fn sign(dist: &Path, key: &SigningKey) -> Result<(PathBuf, usize)> {
+    let crates = crate::packaged::load(dist)?;
+    let line = serde_json::to_string(&envelope(&statement(&crates), key))?;
+    let dir = dist.join(kiln_package::record::CRATES_DIR);
+    let out = dir.join(FILE);
+    let tmp = dir.join(format!(".{FILE}.tmp"));
+    fs::write(&tmp, format!("{line}\n")).with_context(|| format!("cannot write {}", tmp.display()))?;
+    fs::rename(&tmp, &out).with_context(|| format!("cannot rename {} to {}", tmp.display(), out.display()))?;
+    Ok((out, crates.len()))
+}
+
+/// What [`check`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// The subject's name in the statement.
+    pub subject: String,
+    /// The trusted key's id.
+    pub keyid: String,
+}
+
+/// `bytes` (`what`, whose file name is `file_name`) is a subject of a
+/// statement in `attestation` signed by `key` (read from `key_file`). The
+/// error names the crate, the attestation file (and line) and the key.
+pub fn check(bytes: &[u8], what: &str, file_name: &str, attestation: &Path, key: &VerifyingKey, key_file: &Path) -> Result<Checked> {
+    let text = fs::read_to_string(attestation).with_context(|| format!("{what}: cannot read the attestation {}", attestation.display()))?;
+    let sha = sha256_hex(bytes);
+    let id = keyid(key);
+    let mut problems = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let at = format!("{}:{}", attestation.display(), n + 1);
+        match statement_signed_by(line, key, &id) {
+            Err(why) => problems.push(format!("{at}: {why}")),
+            Ok(statement) => {
+                let subjects = statement["subject"].as_array().cloned().unwrap_or_default();
+                let digest = |s: &serde_json::Value| s["digest"]["sha256"].as_str().unwrap_or_default().to_string();
+                if let Some(s) = subjects.iter().find(|s| digest(s) == sha) {
+                    return Ok(Checked { subject: s["name"].as_str().unwrap_or_default().to_string(), keyid: id });
+                }
+                match subjects.iter().find(|s| s["name"] == file_name) {
+                    Some(s) => problems.push(format!(
+                        "{at}: signs {file_name} with sha256 {}, the crate has sha256 {sha}: its bytes changed after it was signed",
+                        digest(s)
+                    )),
+                    None => problems.push(format!("{at}: signed by the trusted key, names no crate {file_name} nor sha256 {sha}")),
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        problems.push(format!("{}: holds no statement", attestation.display()));
+    }
+    bail!("{what}: signature NOT verified with the trusted key {} (keyid {id}):\n  {}", key_file.display(), problems.join("\n  "))
+}
+
+/// The statement of one DSSE envelope line, if the trusted key signed it.
+fn statement_signed_by(line: &str, key: &VerifyingKey, id: &str) -> Result<serde_json::Value, String> {
+    let env: Envelope = serde_json::from_str(line).map_err(|e| format!("not a DSSE envelope ({e})"))?;
+    if env.payload_type != PAYLOAD_TYPE {
+        return Err(format!("payloadType is `{}`, not `{PAYLOAD_TYPE}`", env.payload_type));
+    }
+    let body = B64.decode(&env.payload).map_err(|e| format!("the payload is not base64 ({e})"))?;
+    let signed = pae(&env.payload_type, &body);
+    let verifies = |s: &Sig| {
+        let Ok(raw) = B64.decode(&s.sig) else { return false };
+        Signature::from_slice(&raw).is_ok_and(|sig| key.verify_strict(&signed, &sig).is_ok())
+    };
+    if !env.signatures.iter().any(verifies) {
+        let ids: Vec<&str> = env.signatures.iter().map(|s| s.keyid.as_str()).collect();
+        return Err(if ids.contains(&id) {
+            "the signature by the trusted key does not match the statement: the statement was changed after it was signed".to_string()
+        } else {
+            format!("signed by another key (keyid {}), not the trusted one", ids.join(", "))
+        });
+    }
+    let statement: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("the signed payload is not JSON ({e})"))?;
+    if statement["_type"] != STATEMENT_TYPE {
+        return Err(format!("the signed payload is not an in-toto statement (_type {})", statement["_type"]));
+    }
+    Ok(statement)
+}
+
+/// What verify-crate says about signatures: [`Verdict::Verified`] or why not checked.
+#[derive(Debug)]
+pub enum Verdict {
+    Verified {
+        attestation: PathBuf,
+        checked: Checked,
+    },
+    /// An attestation is there but no key was given to check it with.
+    Unchecked(PathBuf),
+    /// Neither given nor beside the crate.
+    Absent,
+}
+
+/// verify-crate's signature step: `attestation` (else `beside`, the default
+/// file next to a `.crate`, if it exists) checked with `key_file` when given;
+/// a key without an attestation is an error (the user required one).
+pub fn verdict(
+    bytes: &[u8],
+    what: &str,
+    file_name: &str,
+    attestation: Option<&Path>,
+    beside: Option<&Path>,
+    key_file: Option<&Path>,
+) -> Result<Verdict> {
+    let found = attestation.map(Path::to_path_buf).or_else(|| beside.filter(|p| p.is_file()).map(Path::to_path_buf));
+    match (found, key_file) {
+        (Some(a), Some(k)) => Ok(Verdict::Verified { checked: check(bytes, what, file_name, &a, &trusted_key(k)?, k)?, attestation: a }),
+        (Some(a), None) => Ok(Verdict::Unchecked(a)),
+        (None, Some(k)) => bail!(
+            "{what}: no attestation to check with the trusted key {}: give --attestation FILE (the {FILE} that `cargo xtask sign` wrote beside the crates)",
+            k.display()
+        ),
+        (None, None) => Ok(Verdict::Absent),
+    }
+}
