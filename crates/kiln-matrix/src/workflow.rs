@@ -25,7 +25,7 @@ use std::{
 
 use kiln_manifest::DIST_DIR;
 
-use crate::{Arch, Backend, Leg, Matrix, Status, PLACEHOLDER_DIGEST};
+use crate::{Actions, Arch, Backend, Leg, Matrix, Status, PLACEHOLDER_DIGEST};
 
 /// The workflow, relative to the repository root.
 pub const WORKFLOW: &str = ".github/workflows/gpu.yml";
@@ -323,16 +323,21 @@ fn cpu_env(o: &mut Out, m: &Matrix, remote: bool) {
     }
 }
 
-/// Check out, Rust, cargo-nextest and kiln's system packages.
-fn setup_steps(o: &mut Out, m: &Matrix) {
-    let b = &m.build;
-    let a = &m.actions;
-    o.line(2, "steps:");
+/// The checkout (no credentials kept) and the pinned Rust.
+fn checkout_and_rust(o: &mut Out, a: &Actions) {
     o.uses(3, "Check out", &a.checkout);
     o.line(4, "with:");
     o.line(5, "persist-credentials: false");
     o.line(3, "- name: Install Rust");
     o.block(4, "run", "rustup toolchain install \"$KILN_RUST\" --profile minimal\nrustup default \"$KILN_RUST\"");
+}
+
+/// Check out, Rust, cargo-nextest and kiln's system packages.
+fn setup_steps(o: &mut Out, m: &Matrix) {
+    let b = &m.build;
+    let a = &m.actions;
+    o.line(2, "steps:");
+    checkout_and_rust(o, a);
     o.uses(3, "Restore cargo-nextest", &a.cache);
     o.line(4, "id: nextest");
     o.line(4, "with:");
@@ -452,11 +457,7 @@ fn publish_job(o: &mut Out, m: &Matrix) {
     o.line(3, "CARGO_TERM_COLOR: always");
     o.line(3, &format!("KILN_RUST: {}", scalar(&m.build.rust)));
     o.line(2, "steps:");
-    o.uses(3, "Check out", &a.checkout);
-    o.line(4, "with:");
-    o.line(5, "persist-credentials: false");
-    o.line(3, "- name: Install Rust");
-    o.block(4, "run", "rustup toolchain install \"$KILN_RUST\" --profile minimal\nrustup default \"$KILN_RUST\"");
+    checkout_and_rust(o, a);
     o.uses(3, "Download the dist folder", &a.download_artifact);
     o.line(4, "with:");
     o.line(5, &format!("name: {DIST_ARTIFACT}"));
