@@ -131,7 +131,7 @@ fn package_key(
     }
     if artifact_crate.api == CrateApi::Upstream {
         // The drop-in carries upstream's src/ and manifest.
-        for f in list_sorted(&w.source_root.join("src"))?.into_iter().chain([w.source_root.join("Cargo.toml")]) {
+        for f in kiln_package::sources::files_under(&w.source_root.join("src"))?.into_iter().chain([w.source_root.join("Cargo.toml")]) {
             key_text.push_str(&format!("upstream {} {}\n", f.strip_prefix(w.source_root).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
         }
     }
@@ -227,34 +227,20 @@ fn cache_key(runner: &Runner, name: &str, version: &str, manifest_json: &str, tr
         fetch::sha256_file(ffi)?
     );
     text.push_str(manifest_json);
-    for tree in trees {
-        let mut files = Vec::new();
-        list_files(tree, &mut files)?;
-        files.sort();
-        for f in files {
-            text.push_str(&format!("{} {}\n", f.strip_prefix(tree).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
-        }
-    }
+    text.push_str(&trees_listing(trees)?);
     Ok(fetch::sha256_bytes(text.as_bytes()))
 }
 
-pub(crate) fn list_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    list_files(dir, &mut files)?;
-    files.sort();
-    Ok(files)
-}
-
-fn list_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
-    for e in fs::read_dir(dir)? {
-        let e = e?;
-        if e.file_type()?.is_dir() {
-            list_files(&e.path(), out)?;
-        } else {
-            out.push(e.path());
+/// Every file of `trees`, each tree's sorted, as `<path in its tree> <sha256>` lines:
+/// what the packaged crates' cache key and their provenance record hash.
+pub(crate) fn trees_listing(trees: &[&Path]) -> Result<String> {
+    let mut text = String::new();
+    for tree in trees {
+        for f in kiln_package::sources::files_under(tree)? {
+            text.push_str(&format!("{} {}\n", f.strip_prefix(tree).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
         }
     }
-    Ok(())
+    Ok(text)
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {

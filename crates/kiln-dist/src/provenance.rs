@@ -48,12 +48,7 @@ pub fn set_record(w: &What, sources: &Sources) -> Result<kiln_package::provenanc
         inputs.push(Input { origin: Origin::Crate, name: name.clone(), version: version.clone(), sha256: sha256.clone(), license });
     }
     inputs.dedup();
-    let mut digest = String::new();
-    for tree in sources.trees() {
-        for f in crate::package::list_sorted(tree)? {
-            digest.push_str(&format!("{} {}\n", f.strip_prefix(w.kiln).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
-        }
-    }
+    let digest = crate::package::trees_listing(&sources.trees())?;
     Ok(SetRecord {
         kiln_version: env!("CARGO_PKG_VERSION").to_string(),
         kiln_commit: git_head(w.kiln),

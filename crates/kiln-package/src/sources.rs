@@ -61,3 +61,26 @@ impl ToolchainFiles {
         }
     }
 }
+
+/// Every file under `dir`, sorted (a generated crate, a tree of kiln's the
+/// crates are made from); anything but files and folders is an error.
+pub fn files_under(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    use anyhow::Context as _;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("cannot list {}", d.display()))? {
+            let e = e?;
+            let t = e.file_type()?;
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            } else {
+                anyhow::bail!("{}: not a file or a folder (a link, a socket, a FIFO): refused", e.path().display());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -131,7 +131,7 @@ fn provenance(inp: &Inputs, crates: &[Crate]) -> Result<()> {
     use crate::provenance::{document, CrateFile, FILE};
     for c in crates {
         let mut files = Vec::new();
-        for path in text::files_under(&c.dir)? {
+        for path in crate::sources::files_under(&c.dir)? {
             let rel = path.strip_prefix(&c.dir).expect("under the crate").to_string_lossy().into_owned();
             if rel == FILE {
                 continue;

@@ -153,27 +153,6 @@ pub fn dir_size(dir: &Path) -> Result<u64> {
     Ok(n)
 }
 
-/// Every file under `dir`, sorted (a crate's, before it is packaged).
-pub fn files_under(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).with_context(|| format!("cannot list {}", d.display()))? {
-            let e = e?;
-            let t = e.file_type()?;
-            if t.is_dir() {
-                stack.push(e.path());
-            } else if t.is_file() {
-                out.push(e.path());
-            } else {
-                bail!("{}: not a file or a folder, in a generated crate", e.path().display());
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// The `version` a generated crate's Cargo.toml names.
 pub fn package_version(dir: &Path) -> Result<String> {
     let path = dir.join("Cargo.toml");
