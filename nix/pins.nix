@@ -40,13 +40,23 @@ let
     isSha256 ((sourceOf n).sha256 or null)
     || fail "sets.${n}.source.sha256 is not a sha256 (64 lowercase hex digits)" null;
 
-  # The four compilers, in the order `cargo xtask pins check` prints them.
+  # The compilers, in the order `cargo xtask pins check` prints them: four,
+  # then the newer AMD compiler's two when one is pinned (clang_next).
   roles = [
     "nvcc"
     "clang"
     "hip"
     "rocm_device_libs"
-  ];
+  ]
+  ++ (
+    if toolchain ? clang_next then
+      [
+        "clang_next"
+        "rocm_device_libs_next"
+      ]
+    else
+      [ ]
+  );
   compilers = map (
     role:
     let

@@ -6,7 +6,14 @@ use kiln_toolchain::{resolve, sysroot, Cache};
 use crate::flags::PinsAction;
 
 pub fn run(path: &Path, action: PinsAction) -> Result<()> {
-    let pins = crate::load_pins(path)?;
+    let pins = match action {
+        // Resolved from the hand-written part alone: the old closure may contradict a pin just changed.
+        PinsAction::Update => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            kiln_pins::Pins::parse(path, &kiln_pins::without_generated(&text))?
+        }
+        _ => crate::load_pins(path)?,
+    };
     match action {
         PinsAction::Check => {
             println!("{}: ok", path.display());
@@ -16,7 +23,7 @@ pub fn run(path: &Path, action: PinsAction) -> Result<()> {
                 println!("  set {:<11} {} ({} modules{lib}{opt_in})", set.name, set.source.describe(), set.modules.len());
             }
             for (what, p) in pins.compilers() {
-                println!("  {what:<17} {} {}", p.package, p.version);
+                println!("  {what:<21} {} {}", p.package, p.version);
             }
             match &pins.toolchain.closure {
                 Some(c) => println!("  closure: {} packages, identity {}", c.debs.len(), sysroot::identity(c)),

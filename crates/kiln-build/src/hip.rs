@@ -21,8 +21,9 @@ use crate::{
 pub const EMULATED_CUDA_ARCH: u32 = 89;
 
 pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &HipArch) -> Result<Job> {
-    let clang = &pins.toolchain.clang.package; // clang-17
-    let major = clang.trim_start_matches("clang-");
+    // The first pinned clang that knows the arch (clang-17), else the newer one (pins.toml `clang_next`).
+    let compiler = pins.hip_compiler(arch);
+    let major = compiler.major;
     let mut argv = vec![
         format!("clang++-{major}"),
         "-x".into(),
@@ -33,7 +34,7 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
         "--no-gpu-bundle-output".into(),
         format!("-mcode-object-version={}", plan.set.targets.code_object_version),
         "--rocm-path=/usr".into(),
-        format!("--rocm-device-lib-path=/usr/lib/llvm-{major}/lib/clang/{major}/amdgcn/bitcode"),
+        format!("--rocm-device-lib-path=/{}", compiler.bitcode_dir()),
     ];
     argv.extend(plan.set.flags.hip.iter().cloned());
     // The launch-geometry macros of kiln-target's table (the manifest records them per artifact).

@@ -96,15 +96,25 @@ pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>, hip_archs: &[Hi
     }
     reported.insert("nvcc".to_string(), v);
 
-    let major = t.clang.package.trim_start_matches("clang-");
-    let out = runner.output(&[format!("clang++-{major}"), "--version".into()]).context("cannot run the toolchain's clang")?;
-    let v = clang_version(&out).with_context(|| format!("cannot read a version from `clang --version`:\n{out}"))?;
-    if v != upstream_version(&t.clang.version) {
-        return Err(mismatch("clang", &v, &t.clang));
-    }
-    reported.insert("clang".to_string(), v);
-
+    // Every pinned AMD compiler that this build uses: its version, then the
+    // HIP headers they share, then one ISA bitcode file per gfx target it
+    // builds; without that file the compile fails with "cannot find ROCm
+    // device library" (Debian 12's ROCm for gfx11).
     let root = &runner.sysroot().root;
+    let by_compiler: Vec<(kiln_pins::HipCompiler, Vec<&HipArch>)> =
+        pins.hip_compilers().into_iter().map(|c| (c, hip_archs.iter().filter(|a| pins.hip_compiler(a).role == c.role).collect())).collect();
+    for (c, _) in &by_compiler {
+        let major = c.clang.package.trim_start_matches("clang-");
+        let out = runner
+            .output(&[format!("clang++-{major}"), "--version".into()])
+            .with_context(|| format!("cannot run the toolchain's {}", c.clang.package))?;
+        let v = clang_version(&out).with_context(|| format!("cannot read a version from `clang++-{major} --version`:\n{out}"))?;
+        if v != upstream_version(&c.clang.version) {
+            return Err(mismatch(c.role, &v, c.clang));
+        }
+        reported.insert(c.role.to_string(), v);
+    }
+
     let header = root.join("usr/include/hip/hip_version.h");
     let text = std::fs::read_to_string(&header).with_context(|| format!("the toolchain has no HIP headers ({})", header.display()))?;
     let define = |name: &str| text.lines().find_map(|l| l.strip_prefix(&format!("#define {name} ")).map(|v| v.trim().to_string()));
@@ -114,25 +124,30 @@ pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>, hip_archs: &[Hi
     }
     reported.insert("hip".to_string(), hip);
 
-    // clang needs one ISA bitcode file per gfx target; without it the compile
-    // fails with "cannot find ROCm device library" (Debian 12's ROCm for gfx11).
-    let bitcode = root.join(format!("usr/lib/llvm-{major}/lib/clang/{major}/amdgcn/bitcode"));
-    let mut missing = Vec::new();
-    for arch in hip_archs {
-        let isa = arch.as_str().trim_start_matches("gfx");
-        if !bitcode.join(format!("oclc_isa_version_{isa}.bc")).is_file() {
-            missing.push(arch.to_string());
+    for (c, archs) in by_compiler.iter().filter(|(_, archs)| !archs.is_empty()) {
+        let bitcode = root.join(c.bitcode_dir());
+        let missing: Vec<String> = archs
+            .iter()
+            .filter(|arch| !bitcode.join(format!("oclc_isa_version_{}.bc", arch.as_str().trim_start_matches("gfx"))).is_file())
+            .map(|arch| arch.to_string())
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "the pinned ROCm device libraries ({} {}, for {}) have no bitcode for {} (looked in {}); \
+                 pin a rocm-device-libs version that supports them, or drop them from pins.toml [targets].hip",
+                c.rocm_device_libs.package,
+                c.rocm_device_libs.version,
+                c.clang.package,
+                missing.join(", "),
+                bitcode.display()
+            );
         }
-    }
-    if !missing.is_empty() {
-        bail!(
-            "the pinned ROCm device libraries ({} {}) have no bitcode for {} (looked in {}); \
-             pin a rocm-device-libs version that supports them, or drop them from pins.toml [targets].hip",
-            t.rocm_device_libs.package,
-            t.rocm_device_libs.version,
-            missing.join(", "),
-            bitcode.display()
-        );
+        if c.role != "clang" {
+            reported.insert(
+                format!("rocm_device_libs_{}", c.role.trim_start_matches("clang_")),
+                upstream_version(&c.rocm_device_libs.version).to_string(),
+            );
+        }
     }
     reported.insert("rocm_device_libs".to_string(), upstream_version(&t.rocm_device_libs.version).to_string());
 

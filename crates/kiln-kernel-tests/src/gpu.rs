@@ -138,6 +138,8 @@ mod tests {
             (90012, "gfx90c"),
             (110501, "gfx1151"),
             (120001, "gfx1201"),
+            (120000, "gfx1200"),
+            (90500, "gfx950"),
         ] {
             assert_eq!(gfx_from_target_version(v).as_deref(), Some(name), "{v}");
             assert!(DeviceArch::parse(name).is_ok(), "{name} is a processor LLVM knows");

@@ -622,6 +622,28 @@ mod tests {
     }
 
     #[test]
+    fn rdna4_and_mi350_take_their_own_code_object() {
+        // gfx1200 (RX 9060), gfx1201 (RX 9070), gfx950 (MI350X/MI355X), built by clang_next: Exact when carried.
+        let newer = ["gfx1200", "gfx1201", "gfx950"];
+        let on = SelectOptions { hip_compat: true, ..Default::default() };
+        let mut m = kiln_default();
+        m.artifacts.extend(newer.map(|g| art("fill", Kind::Hsaco, g)));
+        for g in newer {
+            assert_eq!(chosen(&m, "fill", g, SelectOptions::default()), (g.to_string(), Match::Exact));
+        }
+        // MI350 never runs MI300's code object (another ISA), even with the opt-in.
+        let mut cdna3 = kiln_default();
+        cdna3.artifacts.push(art("fill", Kind::Hsaco, "gfx942"));
+        assert!(cdna3.select_with("fill", &arch("gfx950"), on).is_err());
+        // RDNA3's code object is never RDNA4's.
+        let mut rdna3 = kiln_default();
+        rdna3.artifacts.push(art("fill", Kind::Hsaco, "gfx1100"));
+        for dev in ["gfx1200", "gfx1201"] {
+            assert!(rdna3.select_with("fill", &arch(dev), on).is_err(), "{dev}");
+        }
+    }
+
+    #[test]
     fn unknown_module_and_static_libraries() {
         let m = kiln_default();
         let e = m.select("convv", &arch("sm_90")).unwrap_err();

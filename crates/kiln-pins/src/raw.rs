@@ -10,7 +10,7 @@ use crate::{
     arch::{HipArch, Sm},
     error::PinError,
     sets::RawSet,
-    Closure, Deb, Flags, PackagePin, Pins, Targets, Toolchain, WheelPin,
+    AmdNext, Closure, Deb, Flags, PackagePin, Pins, Targets, Toolchain, WheelPin,
 };
 
 type S<T> = Spanned<T>;
@@ -58,6 +58,12 @@ struct RawToolchain {
     hip: S<RawPackagePin>,
     rocm_device_libs: S<RawPackagePin>,
     ptxas: Option<S<RawWheelPin>>,
+    clang_next: Option<S<RawPackagePin>>,
+    rocm_device_libs_next: Option<S<RawPackagePin>>,
+    #[serde(default)]
+    next_suites: Vec<String>,
+    #[serde(default)]
+    next_include: Vec<String>,
     #[serde(default)]
     include: Vec<String>,
     #[serde(default)]
@@ -316,13 +322,46 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
         None => None,
         Some(w) => Some(check_wheel(cx, w.into_inner(), "toolchain.ptxas")?),
     };
+    let mut pinned = vec![(nvcc_span, &nvcc), (clang_span, &clang), (hip_span, &hip), (dl_span, &rocm_device_libs)];
+    let next = match (raw.clang_next, raw.rocm_device_libs_next) {
+        (None, None) => None,
+        (Some(c), Some(d)) => {
+            let (c_span, c) = pin(c);
+            let (d_span, d) = pin(d);
+            if !c.package.starts_with("clang-") {
+                return Err(PinError::at(
+                    cx.file,
+                    cx.text,
+                    Some(c_span),
+                    format!("toolchain.clang_next is `{}`, not a clang-<major> package", c.package),
+                ));
+            }
+            if raw.next_suites.is_empty() {
+                return Err(PinError::at(
+                    cx.file,
+                    cx.text,
+                    Some(c_span),
+                    "toolchain.clang_next needs next_suites: the suites beyond `suite` it comes from".to_string(),
+                )
+                .help("e.g. next_suites = [\"trixie-backports\", \"forky\"] (docs/toolchain.md)"));
+            }
+            Some(((c_span, c), (d_span, d)))
+        }
+        (Some(c), None) => {
+            return Err(cx.err(&c, "toolchain.clang_next is pinned without rocm_device_libs_next: clang needs device libraries of its own LLVM"))
+        }
+        (None, Some(d)) => return Err(cx.err(&d, "toolchain.rocm_device_libs_next is pinned without clang_next")),
+    };
+    if let Some(((c_span, c), (d_span, d))) = &next {
+        pinned.extend([(c_span.clone(), c), (d_span.clone(), d)]);
+    }
 
     let closure = match raw.closure {
         None => None,
         Some(c) => {
             let debs = check_debs(cx, c.into_inner().debs)?;
             // A closure resolved for other compiler versions would provision the wrong toolchain.
-            for (span, p) in [(&nvcc_span, &nvcc), (&clang_span, &clang), (&hip_span, &hip), (&dl_span, &rocm_device_libs)] {
+            for (span, p) in &pinned {
                 let found = debs.iter().find(|d| d.name == p.package);
                 if found.map(|d| &d.version) != Some(&p.version) {
                     let now = found.map_or("is missing from it".to_string(), |d| format!("has {}", d.version));
@@ -338,6 +377,9 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
             Some(Closure { debs })
         }
     };
+    drop(pinned);
+    let amd_next =
+        next.map(|((_, clang), (_, rocm_device_libs))| AmdNext { clang, rocm_device_libs, suites: raw.next_suites, include: raw.next_include });
 
     Ok(Toolchain {
         distribution: raw.distribution.into_inner(),
@@ -349,6 +391,7 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
         hip,
         rocm_device_libs,
         ptxas,
+        amd_next,
         include: raw.include,
         exclude: raw.exclude,
         closure,

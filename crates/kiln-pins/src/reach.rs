@@ -3,7 +3,7 @@
 //! compiler can reach fails when the pin file is read (`cargo xtask pins
 //! check`), naming the target and the compiler, not deep into a build.
 
-use crate::{Pins, Sm, StaticLib, Targets, Toolchain};
+use crate::{HipArch, PackagePin, Pins, Sm, StaticLib, Targets, Toolchain};
 
 /// Why a target is out of reach, and what to do about it.
 pub(crate) type OutOfReach = (String, String);
@@ -50,27 +50,89 @@ impl Pins {
     }
 }
 
-fn clang_major(t: &Toolchain) -> Option<u32> {
-    t.clang.package.strip_prefix("clang-")?.parse().ok()
+/// The AMD compiler that builds one arch: a pinned clang and the device
+/// libraries of its LLVM, which sit in that clang's resource directory.
+#[derive(Clone, Copy, Debug)]
+pub struct HipCompiler<'a> {
+    /// `clang` or `clang_next`: the pin's name in `[toolchain]`.
+    pub role: &'static str,
+    pub clang: &'a PackagePin,
+    pub rocm_device_libs: &'a PackagePin,
+    /// The LLVM major of `clang` (`clang-17`: 17).
+    pub major: u32,
+}
+
+impl HipCompiler<'_> {
+    /// The device libraries' folder in the sysroot, relative to its `/`.
+    pub fn bitcode_dir(&self) -> String {
+        let m = self.major;
+        format!("usr/lib/llvm-{m}/lib/clang/{m}/amdgcn/bitcode")
+    }
+}
+
+fn major(clang: &PackagePin) -> Option<u32> {
+    clang.package.strip_prefix("clang-")?.parse().ok()
+}
+
+/// The pinned AMD compilers, first then next, with their LLVM majors.
+fn hip_compilers(t: &Toolchain) -> Vec<HipCompiler<'_>> {
+    let first = major(&t.clang).map(|major| HipCompiler { role: "clang", clang: &t.clang, rocm_device_libs: &t.rocm_device_libs, major });
+    let next = t
+        .amd_next
+        .as_ref()
+        .and_then(|n| major(&n.clang).map(|major| HipCompiler { role: "clang_next", clang: &n.clang, rocm_device_libs: &n.rocm_device_libs, major }));
+    first.into_iter().chain(next).collect()
+}
+
+/// The compiler that builds `arch`: the first pinned clang whose LLVM knows
+/// it (kiln-target's `llvm` column), so that a target the first clang
+/// builds keeps the bytes it always had.
+fn hip_reach<'a>(t: &'a Toolchain, arch: &HipArch) -> Option<HipCompiler<'a>> {
+    hip_compilers(t).into_iter().find(|c| arch.row().llvm <= c.major)
+}
+
+impl Pins {
+    /// Every pinned AMD compiler: `clang`, then `clang_next` when pinned.
+    pub fn hip_compilers(&self) -> Vec<HipCompiler<'_>> {
+        hip_compilers(&self.toolchain)
+    }
+
+    /// The pinned AMD compiler that builds `arch` (one of a set's
+    /// `targets.hip`, all checked to be within reach when the pins were read).
+    pub fn hip_compiler(&self, arch: &HipArch) -> HipCompiler<'_> {
+        hip_reach(&self.toolchain, arch).expect("checked when the pins were read")
+    }
 }
 
 /// Every target of `targets` (named `what` in messages: `targets`,
 /// `sets.flash-attn.targets`) within a pinned compiler's reach.
 pub(crate) fn check_targets(targets: &Targets, t: &Toolchain, what: &str) -> Result<(), OutOfReach> {
     let nvcc = format!("{} {}", t.nvcc.package, t.nvcc.version);
-    if let Some(llvm) = clang_major(t) {
+    let clangs = hip_compilers(t);
+    if !clangs.is_empty() {
         for arch in &targets.hip {
-            if arch.row().llvm > llvm {
-                return Err((
-                    format!(
-                        "{what}.hip has {arch}, which LLVM knows from version {} on, but the pinned clang is {} {}",
-                        arch.row().llvm,
-                        t.clang.package,
-                        t.clang.version
-                    ),
-                    "pin a newer clang and ROCm device libraries, or drop the arch".into(),
-                ));
+            if hip_reach(t, arch).is_some() {
+                continue;
             }
+            let pinned = clangs.iter().map(|c| format!("{} {}", c.clang.package, c.clang.version)).collect::<Vec<_>>();
+            let (which, help) = match t.amd_next {
+                None => (
+                    format!("the pinned clang is {}", pinned[0]),
+                    format!(
+                        "pin a clang >= {} and its ROCm device libraries as [toolchain] clang_next and rocm_device_libs_next \
+                         (docs/toolchain.md#a-second-amd-toolchain-llvm--20-candidates), or drop the arch",
+                        arch.row().llvm
+                    ),
+                ),
+                Some(_) => (
+                    format!("the pinned clangs are {}", pinned.join(" and ")),
+                    format!(
+                        "pin a clang_next >= {} (and its rocm_device_libs_next), then `cargo xtask pins update`; or drop the arch",
+                        arch.row().llvm
+                    ),
+                ),
+            };
+            return Err((format!("{what}.hip has {arch}, which LLVM knows from version {} on, but {which}", arch.row().llvm), help));
         }
     }
     for &level in &targets.cuda_ptx {

@@ -37,8 +37,12 @@ fn the_repository_pin_file_is_valid_and_complete() {
     assert_eq!(candle.flags.hip_max_threads_per_block.get("quantized"), Some(&256));
     assert_eq!(
         pins.targets.hip.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
-        ["gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx90a", "gfx942"]
+        ["gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1200", "gfx1201", "gfx90a", "gfx942", "gfx950"]
     );
+    // Each AMD arch is built by the first pinned clang that knows it: clang-17, else clang_next.
+    let by = |gfx: &str| pins.hip_compiler(&kiln_pins::HipArch::parse(gfx).unwrap()).clang.package.clone();
+    assert_eq!([by("gfx1030"), by("gfx1151"), by("gfx942")], ["clang-17", "clang-17", "clang-17"]);
+    assert_eq!([by("gfx1200"), by("gfx1201"), by("gfx950")], ["clang-21", "clang-21", "clang-21"]);
     assert_eq!(pins.targets.cuda_ptx[0].ptx(), "compute_70");
     // Blackwell comes from the pinned ptxas, assembled from the highest PTX level.
     let by = |sm| pins.sass_by(&pins.targets, kiln_pins::Sm(sm));
@@ -118,9 +122,35 @@ fn a_target_no_pinned_compiler_reaches_is_refused_naming_both() {
     // A ptxas too old for the pinned sm.
     let e = broken("version = \"12.9.86\"", "version = \"12.6.85\"");
     assert!(e.message.contains("sm_100") && e.message.contains("nvidia-cuda-nvcc-cu12 12.6.85"), "{e}");
-    // clang 17 does not know RDNA4.
-    let e = broken("\"gfx90a\", \"gfx942\"]", "\"gfx90a\", \"gfx942\", \"gfx1201\"]");
-    assert!(e.message.contains("gfx1201") && e.message.contains("LLVM knows from version 18") && e.message.contains("clang-17"), "{e}");
+    // clang 17 does not know RDNA4: without clang_next, gfx1201 is refused, saying what to pin.
+    let (_, text) = real();
+    let next = text.lines().find(|l| l.starts_with("clang_next = {")).expect("the clang_next pin").to_string();
+    let device_libs = text.lines().find(|l| l.starts_with("rocm_device_libs_next = {")).expect("its device libraries").to_string();
+    let without_next = text.replacen(&next, "", 1).replacen(&device_libs, "", 1);
+    let e = Pins::parse(Path::new("pins.toml"), &without_next).unwrap_err();
+    assert!(
+        e.message.contains("gfx1200") && e.message.contains("LLVM knows from version 18") && e.message.contains("the pinned clang is clang-17"),
+        "{e}"
+    );
+    assert!(e.help.as_deref().unwrap_or("").contains("clang_next") && e.help.as_deref().unwrap_or("").contains("docs/toolchain.md"), "{e}");
+    // A clang_next too old for gfx950 (LLVM 20) is refused naming both clangs (the closure, made
+    // for the real pins, left out: `pins update` resolves from the hand-written part alone).
+    let old_next = kiln_pins::without_generated(&text.replacen(
+        "package = \"clang-21\", version = \"1:21.1.8-3~bpo13+2\"",
+        "package = \"clang-19\", version = \"1:19.1.7-3+b1\"",
+        1,
+    ));
+    let e = Pins::parse(Path::new("pins.toml"), &old_next).unwrap_err();
+    assert!(
+        e.message.contains("gfx950")
+            && e.message.contains("from version 20")
+            && e.message.contains("clang-17 1:17.0.6-22+b2 and clang-19 1:19.1.7-3+b1"),
+        "{e}"
+    );
+    assert!(e.help.as_deref().unwrap_or("").contains("clang_next >= 20"), "{e}");
+    // Half a second compiler is refused.
+    let e = broken(&device_libs, "");
+    assert!(e.message.contains("clang_next is pinned without rocm_device_libs_next"), "{e}");
     // The static library's objects are nvcc's alone.
     let e = broken("ptx = [\"compute_90\"]", "ptx = [\"compute_90\", \"compute_100\"]");
     assert!(e.help.as_deref().unwrap_or("").contains("sets.candle.staticlib.ptx"), "{e}");

@@ -187,7 +187,16 @@ pub fn fetch_deb(cache: &Cache, mirrors: &[String], deb: &Deb) -> Result<PathBuf
             Err(e) => errors.push(format!("  {url}: {e:#}")),
         }
     }
-    bail!("could not download {what} from any mirror in pins.toml [toolchain].mirrors:\n{}", errors.join("\n"))
+    bail!(
+        "could not download {what} from any mirror in pins.toml [toolchain].mirrors:\n{}\n  \
+         A live Debian mirror keeps only the current version of a package (trixie-backports and forky only \
+         their newest upload), and snapshot.debian.org keeps every version. To go on: reach a mirror that \
+         still has it (a snapshot.debian.org moment when it was in the archive, in [toolchain].mirrors), or a \
+         remote cache that holds sha256 {} (--remote-cache), or re-pin to what the mirrors carry now: \
+         `cargo xtask pins update`, then `cargo xtask dist --update-lock` (docs/toolchain.md#when-a-pinned-package-is-gone).",
+        errors.join("\n"),
+        deb.sha256
+    )
 }
 
 /// Whether the cached download `dest` is there with its pinned `sha256`. A

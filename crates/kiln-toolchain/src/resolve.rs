@@ -23,24 +23,40 @@ struct Apt {
 }
 
 impl Apt {
-    fn new(cache: &Cache, pins: &Pins) -> Result<Apt> {
+    /// apt reading `[toolchain].suite`, and `extra` suites beside it at a lower
+    /// priority: from those only what is asked for by version (or only they
+    /// have) is taken.
+    fn new(cache: &Cache, pins: &Pins, extra: &[String]) -> Result<Apt> {
         let keyring = keyring();
         if !std::path::Path::new(&keyring).exists() {
             bail!("{keyring} is missing: apt needs Debian's archive keys to trust the index (apt-get install debian-archive-keyring, or set KILN_DEBIAN_KEYRING)");
         }
         let t = &pins.toolchain;
-        let dir = cache.root().join("apt").join(&t.suite);
+        let suites: Vec<&String> = std::iter::once(&t.suite).chain(extra).collect();
+        let dir = cache.root().join("apt").join(suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("+"));
         for sub in ["lists/partial", "archives/partial"] {
             fs::create_dir_all(dir.join(sub))?;
         }
-        let sources =
-            t.mirrors.iter().take(1).map(|m| format!("deb [signed-by={keyring}] {m} {} {}\n", t.suite, t.components.join(" "))).collect::<String>();
+        let sources = t
+            .mirrors
+            .iter()
+            .take(1)
+            .flat_map(|m| suites.iter().map(move |s| (m, s)))
+            .map(|(m, s)| format!("deb [signed-by={keyring}] {m} {s} {}\n", t.components.join(" ")))
+            .collect::<String>();
         fs::write(dir.join("sources.list"), sources)?;
         fs::write(dir.join("status"), "")?;
+        // The extra suites in the order given: what the first has wins over a
+        // newer version in the next (trixie-backports' lld-21 goes with its clang-21, not forky's).
+        let preferences =
+            extra.iter().enumerate().map(|(i, s)| format!("Package: *\nPin: release n={s}\nPin-Priority: {}\n\n", 500 - 10 * i)).collect::<String>();
+        fs::write(dir.join("preferences"), preferences)?;
         let d = dir.display();
         let options = [
             format!("Dir::Etc::SourceList={d}/sources.list"),
             "Dir::Etc::SourceParts=/dev/null".into(),
+            format!("Dir::Etc::Preferences={d}/preferences"),
+            "Dir::Etc::PreferencesParts=/dev/null".into(),
             format!("Dir::State::Lists={d}/lists"),
             format!("Dir::State::status={d}/status"),
             format!("Dir::Cache={d}"),
@@ -49,6 +65,8 @@ impl Apt {
             "APT::Architecture=amd64".into(),
             "APT::Architectures=amd64".into(),
             "APT::Install-Recommends=false".into(),
+            // Everything the pins do not name by version comes from the first suite.
+            format!("APT::Default-Release={}", t.suite),
             "Debug::NoLocking=true".into(),
             // The index is read, never installed from: no need for the _apt user.
             "APT::Sandbox::User=root".into(),
@@ -60,15 +78,33 @@ impl Apt {
     }
 }
 
-/// The closure of the pinned compilers plus `include`, minus `exclude`.
+/// The closure of the pinned compilers plus `include`, minus `exclude`; with a
+/// newer AMD compiler pinned (`clang_next`), its packages resolved on top of
+/// that from `next_suites`, so the first closure is the same with or without it.
 pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closure> {
     let t = &pins.toolchain;
-    let mut roots: Vec<String> = pins.compilers().iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect();
+    let first = 4;
+    let compilers = pins.compilers();
+    let mut roots: Vec<String> = compilers[..first].iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect();
     roots.extend(t.include.iter().cloned());
-    let closure = Closure {
-        debs: resolve_packages(cache, pins, &roots, &t.exclude, "pins.toml [toolchain].exclude", say)?.into_iter().map(|p| p.deb).collect(),
-    };
-    for (_, p) in pins.compilers() {
+    let where_excluded = "pins.toml [toolchain].exclude";
+    let mut closure =
+        Closure { debs: resolve_packages_in(cache, pins, &[], &roots, &t.exclude, where_excluded, say)?.into_iter().map(|p| p.deb).collect() };
+    if let Some(next) = &t.amd_next {
+        let mut roots: Vec<String> = compilers[first..].iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect();
+        roots.extend(next.include.iter().cloned());
+        let all = resolve_packages_in(cache, pins, &next.suites, &roots, &t.exclude, where_excluded, say)?;
+        let added = on_top(all, &roots, &t.exclude, where_excluded, &closure)?;
+        say(format!(
+            "{} package(s) on top for {}: {}",
+            added.debs.len(),
+            next.clang.package,
+            added.debs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(" ")
+        ));
+        closure.debs.extend(added.debs);
+        closure.debs.sort();
+    }
+    for (_, p) in compilers {
         if closure.find(&p.package).map(|d| &d.version) != Some(&p.version) {
             bail!("apt did not resolve {}={} as pinned", p.package, p.version);
         }
@@ -96,12 +132,25 @@ pub fn resolve_packages(
     where_excluded: &str,
     say: &dyn Fn(String),
 ) -> Result<Vec<Resolved>> {
+    resolve_packages_in(cache, pins, &[], roots, exclude, where_excluded, say)
+}
+
+fn resolve_packages_in(
+    cache: &Cache,
+    pins: &Pins,
+    extra_suites: &[String],
+    roots: &[String],
+    exclude: &[String],
+    where_excluded: &str,
+    say: &dyn Fn(String),
+) -> Result<Vec<Resolved>> {
     let sh = Shell::new()?;
-    let apt = Apt::new(cache, pins)?;
+    let apt = Apt::new(cache, pins, extra_suites)?;
     let o = &apt.options;
     let t = &pins.toolchain;
-    say(format!("resolving {} {} from {} (apt state in {})", t.distribution, t.suite, t.mirrors[0], apt.dir.display()));
-    cmd!(sh, "apt-get {o...} -qq update").quiet().run().context("apt-get update failed for the pinned suite")?;
+    let suites = std::iter::once(&t.suite).chain(extra_suites).map(String::as_str).collect::<Vec<_>>().join(" + ");
+    say(format!("resolving {} {suites} from {} (apt state in {})", t.distribution, t.mirrors[0], apt.dir.display()));
+    cmd!(sh, "apt-get {o...} -qq update").quiet().run().with_context(|| format!("apt-get update failed for {suites}"))?;
 
     for root in roots {
         let name = root.split('=').next().unwrap();
@@ -112,7 +161,7 @@ pub fn resolve_packages(
     let sim = cmd!(sh, "apt-get {o...} install -s {roots...}")
         .quiet()
         .read()
-        .with_context(|| format!("apt cannot install {} from {}: is every pinned version still in the suite?", roots.join(" "), t.suite))?;
+        .with_context(|| format!("apt cannot install {} from {suites}: is every pinned version still in the suite?", roots.join(" ")))?;
     let mut wanted = Vec::new();
     for line in sim.lines() {
         // Inst NAME (VERSION SUITE [ARCH])
@@ -166,6 +215,11 @@ pub fn resolve_on_top(
     say: &dyn Fn(String),
 ) -> Result<Closure> {
     let all = resolve_packages(cache, pins, roots, exclude, where_excluded, say)?;
+    on_top(all, roots, exclude, where_excluded, below)
+}
+
+/// What `all` (apt's answer for `roots`) adds to `below`: see [`resolve_on_top`].
+fn on_top(all: Vec<Resolved>, roots: &[String], exclude: &[String], where_excluded: &str, below: &Closure) -> Result<Closure> {
     let added: Vec<&Resolved> = all.iter().filter(|r| below.find(&r.deb.name).is_none()).collect();
 
     // Keep what the roots reach through packages that are added.

@@ -129,6 +129,8 @@ fn mirrors_are_tried_in_order_but_a_wrong_hash_never_falls_through() {
     let cache = Cache::at(tmp.path().to_path_buf()).unwrap();
     let err = fetch::fetch_deb(&cache, &[empty], &d).unwrap_err().to_string();
     assert!(err.contains("could not download hello 1.0-1") && err.contains("404"), "{err}");
+    // A pin gone from every mirror says what to do, naming the bytes a remote cache would need.
+    assert!(err.contains("cargo xtask pins update") && err.contains(&format!("sha256 {}", d.sha256)) && err.contains("snapshot.debian.org"), "{err}");
 }
 
 #[test]
