@@ -42,6 +42,12 @@ pub fn registry(action: RegistryAction) -> Result<()> {
             println!("tokens: it accepts any token (it has no authentication): loopback only, never expose it");
             println!("in .cargo/config.toml:\n  [registries.kiln]\n  index = \"{index}\"");
             println!("publish to it with:\n  CARGO_REGISTRIES_KILN_INDEX={index} CARGO_REGISTRIES_KILN_TOKEN=any cargo xtask publish --registry kiln --execute");
+            if dir.join("index").is_dir() && dir.join("crates").is_dir() {
+                println!(
+                    "note: {} also holds index/ and crates/ from kiln's own server (before {FERRO}), which {FERRO} does not read: publish again",
+                    dir.display()
+                );
+            }
             println!("stop it with Ctrl-C");
             let status = ferro.wait()?;
             // Ctrl-C reaches ferro too (the terminal signals the whole group): it shuts down cleanly, then kiln ends.

@@ -96,6 +96,9 @@ fn text(o: &Output) -> String {
 fn publish(server: &Server, args: &[&str], token: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
     cmd.arg("publish").args(["--registry", "kiln"]).args(args);
+    if !args.contains(&"--dist") {
+        cmd.arg("--dist").arg(dist());
+    }
     cmd.env("CARGO_REGISTRIES_KILN_INDEX", server.index_url()).env_remove("CARGO_REGISTRIES_KILN_TOKEN");
     if let Some(t) = token {
         cmd.env("CARGO_REGISTRIES_KILN_TOKEN", t);
@@ -1059,4 +1062,18 @@ fn registry_serve_on_a_taken_port_says_so() {
     let log = text(&out);
     assert!(!out.status.success() && log.contains(&format!("cannot listen on 127.0.0.1:{port} (another server on that port? try --port)")), "{log}");
     assert!(!tmp.0.join("registry").exists(), "a folder was made for a server that never started");
+}
+
+/// A folder kiln's own server filled before (`registry serve` started it
+/// then; same marker): ferro serves it, and kiln says its old crates are not
+/// read, so publish again.
+#[test]
+fn registry_serve_on_a_folder_of_kilns_old_server_says_to_publish_again() {
+    let tmp = Temp::new("serve-old");
+    let dir = tmp.0.join("registry");
+    drop(Server::start(&dir, "127.0.0.1:0", server::Options::default()).unwrap());
+    let mut serving = Serving::start(&dir);
+    let note = format!("note: {} also holds index/ and crates/ from kiln's own server", dir.display());
+    assert!(serving.lines.iter().any(|l| l.starts_with(&note)), "no `{note}` in:\n{}", serving.lines.join("\n"));
+    serving.stop();
 }
