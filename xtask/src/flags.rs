@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use kiln_publish::serve::{FERRO, FERRO_VERSION};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -131,7 +132,7 @@ pub enum Task {
         #[command(subcommand)]
         action: CacheAction,
     },
-    /// Serve a sparse cargo registry on loopback (to try publishing and consuming locally).
+    /// Start a cargo registry on loopback (ferro-cargo-registry-server) to try publishing and consuming locally.
     Registry {
         #[command(subcommand)]
         action: RegistryAction,
@@ -166,22 +167,39 @@ pub struct Sign {
 
 #[derive(Subcommand, Debug)]
 pub enum RegistryAction {
-    /// Serve DIR as a sparse registry on 127.0.0.1 until interrupted; uploads are stored in DIR.
+    /// Start ferro-cargo-registry-server, a sparse cargo registry others maintain, on 127.0.0.1 until Ctrl-C (data in DIR).
+    #[command(long_about = serve_about())]
     Serve {
-        /// The registry's folder (index/ and crates/): made if missing; else it must be empty or one
-        /// an earlier `registry serve` wrote (its .kiln-owned marker). Its crates are kept across
-        /// runs; uploads are added to it.
+        /// The registry's data folder (ferro's blobs and index-state.json): made if missing; else it
+        /// must be empty or one an earlier `registry serve` made (its .kiln-owned marker), never a
+        /// folder of yours. Published crates are kept there across runs.
         #[arg(long, default_value = "target/registry", value_name = "DIR")]
         dir: PathBuf,
-        /// The port to listen on, on 127.0.0.1 only (never another interface).
+        /// The port to listen on, on 127.0.0.1 only (never another interface); 0 picks a free one
+        /// (the printed lines name it).
         #[arg(long, default_value_t = 8787)]
         port: u16,
-        /// Accept uploads only with this token (the Authorization header cargo and
-        /// `cargo xtask publish` send from CARGO_REGISTRIES_<NAME>_TOKEN). Without it any token is
-        /// accepted. Reads never need one.
-        #[arg(long, value_name = "TOKEN")]
+        /// Refused: the registry this starts checks no token (it accepts any upload), so a --token
+        /// would promise a check nobody makes.
+        #[arg(long, value_name = "TOKEN", hide = true)]
         token: Option<String>,
     },
+}
+
+fn serve_about() -> String {
+    format!(
+        "Start {FERRO} {FERRO_VERSION} (crates.io, Apache-2.0: a sparse cargo registry others maintain) on \
+         127.0.0.1 with its data in DIR, wait until it answers, and print what to put in .cargo/config.toml and a \
+         publish command that works as printed. It serves until Ctrl-C (or until kiln is stopped any other way: \
+         it never outlives kiln).\n\n\
+         Tokens: {FERRO} has no authentication. It accepts every upload, whatever token comes with it (cargo \
+         and `cargo xtask publish` send one anyway, so the printed command sets CARGO_REGISTRIES_KILN_TOKEN=any). \
+         That is why it listens on 127.0.0.1 only: never expose it. To try a registry that checks tokens, \
+         publish to the one your team runs.\n\n\
+         Install it once with `{}` (what `bash .ci/setup` runs); it is looked for on PATH, then in \
+         $CARGO_HOME/bin (~/.cargo/bin). docs/registry.md: why this server, and what kiln's tests check with their own.",
+        kiln_publish::serve::install_command()
+    )
 }
 
 #[derive(Subcommand, Debug)]

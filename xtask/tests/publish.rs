@@ -7,6 +7,8 @@
 //! and from dist's generated sources), next to upstream's crate failing for
 //! want of nvcc. Then the refusals: a dry run uploads nothing, a tampered
 //! `.crate`, one over the size limit and a conflicting version are refused.
+//! Last, `cargo xtask registry serve` itself: ferro-cargo-registry-server, a
+//! registry others maintain, published to with the lines it prints.
 //!
 //! Needs a full `cargo xtask dist` (`cargo xtask test` runs it first), or
 //! `KILN_DIST_DIR` naming one; without it these tests fail, never skip.
@@ -24,7 +26,10 @@ use std::{
 };
 
 use kiln_manifest::{Kind, Manifest};
-use kiln_publish::server::{self, Server};
+use kiln_publish::{
+    serve::{self, Ferro},
+    server::{self, Server},
+};
 use serde::Deserialize;
 
 const TOKEN: &str = "kiln-test-token";
@@ -91,6 +96,9 @@ fn text(o: &Output) -> String {
 fn publish(server: &Server, args: &[&str], token: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
     cmd.arg("publish").args(["--registry", "kiln"]).args(args);
+    if !args.contains(&"--dist") {
+        cmd.arg("--dist").arg(dist());
+    }
     cmd.env("CARGO_REGISTRIES_KILN_INDEX", server.index_url()).env_remove("CARGO_REGISTRIES_KILN_TOKEN");
     if let Some(t) = token {
         cmd.env("CARGO_REGISTRIES_KILN_TOKEN", t);
@@ -808,45 +816,12 @@ fn the_quick_start_in_the_docs_is_the_example_the_tests_build() {
 // ---- a registry others maintain --------------------------------------------
 
 /// ferro-cargo-registry-server (crates.io, Apache-2.0; docs/registry.md says
-/// why this one), started on loopback with its own data folder; stopped on drop.
-struct Ferro {
-    child: std::process::Child,
-    index: String,
-}
-
-impl Drop for Ferro {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-const FERRO: &str = "ferro-cargo-registry-server";
-
+/// why this one), started on loopback by kiln-publish's `serve` (what
+/// `registry serve` runs) with its own data folder; stopped on drop.
 fn start_ferro(data: &Path) -> Ferro {
-    let exe = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .chain([real_cargo_home().join("bin")])
-        .map(|d| d.join(FERRO))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{FERRO} is not installed: `cargo install --locked {FERRO} --version 1.0.0` (bash .ci/setup does)"));
+    let exe = serve::find(std::env::var_os("PATH").as_deref(), Some(&real_cargo_home())).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let listen = format!("127.0.0.1:{port}");
-    let child = Command::new(exe)
-        .env("FERRO_CARGO_REGISTRY_DATA", data)
-        .env("FERRO_CARGO_REGISTRY_LISTEN", &listen)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let ferro = Ferro { child, index: format!("sparse+http://{listen}/") };
-    let config = format!("http://{listen}/config.json");
-    for _ in 0..100 {
-        if kiln_publish::http::get(&config, None).is_ok_and(|r| r.status == 200) {
-            return ferro;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("{FERRO} did not answer {config} within 10 s");
+    Ferro::start(&exe, data, port).unwrap()
 }
 
 /// Publishing and consuming against a registry kiln did not write: every
@@ -859,11 +834,12 @@ fn publish_and_consume_through_a_registry_others_maintain() {
     let recs = records(&dist());
     let tmp = Temp::new("ferro");
     let ferro = start_ferro(&tmp.0.join("data"));
+    let index = ferro.index_url();
     let publish = |args: &[&str]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-        cmd.arg("publish").args(["--registry", "ferro"]).args(args);
+        cmd.arg("publish").args(["--registry", "ferro"]).args(args).arg("--dist").arg(dist());
         // ferro asks no login (its config.json: auth-required false); cargo's publish protocol sends a token anyway.
-        cmd.env("CARGO_REGISTRIES_FERRO_INDEX", &ferro.index).env("CARGO_REGISTRIES_FERRO_TOKEN", "unused");
+        cmd.env("CARGO_REGISTRIES_FERRO_INDEX", &index).env("CARGO_REGISTRIES_FERRO_TOKEN", "unused");
         cmd.output().unwrap()
     };
     let out = publish(&["--execute"]);
@@ -873,6 +849,231 @@ fn publish_and_consume_through_a_registry_others_maintain() {
     let log = text(&out);
     assert!(out.status.success() && log.contains(&format!("done: 0 uploaded, {} already there, 0 skipped", recs.len())), "{log}");
 
-    let (c, _lock) = Consumer::new("ferro", &ferro.index);
-    build_and_check_rocm_example(&c, &tmp.0.join("rocm"), &ferro.index);
+    let (c, _lock) = Consumer::new("ferro", &index);
+    build_and_check_rocm_example(&c, &tmp.0.join("rocm"), &index);
+}
+
+// ---- `cargo xtask registry serve` -------------------------------------------
+
+/// `cargo xtask registry serve` (the real binary) on a free port: each
+/// printed line is stopped at `stop it with Ctrl-C`; then what it says is
+/// used as printed. Stopped by SIGTERM to kiln alone on drop.
+struct Serving {
+    xtask: std::process::Child,
+    lines: Vec<String>,
+}
+
+impl Serving {
+    fn start(dir: &Path) -> Serving {
+        let mut xtask = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["registry", "serve", "--port", "0", "--dir"])
+            .arg(dir)
+            .env("CARGO_HOME", real_cargo_home())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = xtask.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut serving = Serving { xtask, lines: Vec::new() };
+        while serving.lines.last().map(String::as_str) != Some("stop it with Ctrl-C") {
+            match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+                Ok(line) => serving.lines.push(line),
+                Err(e) => panic!("registry serve printed no `stop it with Ctrl-C` line ({e}); it printed:\n{}", serving.lines.join("\n")),
+            }
+        }
+        serving
+    }
+
+    /// The line after `label`, trimmed.
+    fn after(&self, label: &str) -> &str {
+        let at = self.lines.iter().position(|l| l == label).unwrap_or_else(|| panic!("no `{label}` line in:\n{}", self.lines.join("\n")));
+        self.lines[at + 1].trim()
+    }
+
+    /// ferro's pid, as the first line names it.
+    fn ferro_pid(&self) -> Option<u32> {
+        self.lines.first()?.split("pid ").nth(1)?.split(')').next()?.parse().ok()
+    }
+
+    /// SIGTERM to kiln alone (as `kill` would); its status.
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").args(["-TERM", &self.xtask.id().to_string()]).status();
+        self.xtask.wait().unwrap()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if matches!(self.xtask.try_wait(), Ok(None)) {
+            self.stop();
+        }
+        // After a failed check: no ferro left behind holding the test's output open.
+        if let Some(ferro) = self.ferro_pid().filter(|p| running(*p)) {
+            let _ = Command::new("kill").args(["-KILL", &ferro.to_string()]).status();
+        }
+    }
+}
+
+/// Whether a process is running (a zombie, dead but not yet reaped by its new parent, is not).
+fn running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])))
+}
+
+/// The lines `registry serve` prints work when copied: its `[registries.kiln]`
+/// index and its publish command (run as printed, but for `cargo xtask`, the
+/// built binary here, and the dist folder) upload the dist to ferro, whose
+/// index then lists each crate with its sha256; it says which tokens it
+/// takes; and ferro stops with kiln, even when only kiln is signalled.
+#[test]
+fn registry_serve_starts_ferro_and_its_printed_lines_publish_then_it_stops_with_kiln() {
+    let dist = dist();
+    let recs = records(&dist);
+    let tmp = Temp::new("serve");
+    let started = Instant::now();
+    let mut serving = Serving::start(&tmp.0.join("registry"));
+    eprintln!("registry serve answered in {:.2?}:\n{}", started.elapsed(), serving.lines.join("\n"));
+    let text = serving.lines.join("\n");
+    assert!(text.contains("accepts any token (it has no authentication)"), "{text}");
+    assert_eq!(serving.after("in .cargo/config.toml:"), "[registries.kiln]", "{text}");
+    let config_index =
+        serving.lines.iter().find_map(|l| l.trim().strip_prefix("index = \"")?.strip_suffix('"')).unwrap_or_else(|| panic!("{text}")).to_string();
+
+    // The quick start's projects name the index `registry serve --port 8787` prints.
+    let port = config_index.rsplit_once(':').and_then(|(_, p)| p.strip_suffix('/')).unwrap_or_else(|| panic!("no port in {config_index}"));
+    for which in ["cuda", "rocm"] {
+        let config = fs::read_to_string(quick_start(which).join(".cargo/config.toml")).unwrap();
+        let want = format!("index = \"{}\"", config_index.replace(&format!(":{port}/"), ":8787/"));
+        assert!(config.contains(&want), "examples/quick-start/{which}/.cargo/config.toml lacks `{want}`:\n{config}");
+    }
+
+    // The publish line: VAR=VALUE ... cargo xtask ARGS, nothing else.
+    let command = serving.after("publish to it with:");
+    let (vars, args) = command.split_once(" cargo xtask ").unwrap_or_else(|| panic!("not a `cargo xtask` line: {command}"));
+    let vars: Vec<(&str, &str)> = vars.split(' ').map(|v| v.split_once('=').unwrap_or_else(|| panic!("not VAR=VALUE: {v}"))).collect();
+    let env: BTreeMap<&str, &str> = vars.iter().copied().collect();
+    assert_eq!(env.get("CARGO_REGISTRIES_KILN_INDEX"), Some(&config_index.as_str()), "the publish line and the config name other indexes: {text}");
+    let mut publish = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    publish.args(args.split(' ')).arg("--dist").arg(&dist).current_dir(repo()).envs(vars).env_remove("CARGO_REGISTRY_TOKEN");
+    let out = publish.output().unwrap();
+    let log = self::text(&out);
+    assert!(out.status.success() && log.contains(&format!("done: {} uploaded, 0 already there, 0 skipped", recs.len())), "{log}");
+
+    // ferro's index, read where the config line says, lists what was packaged.
+    for r in recs.iter().take(3) {
+        let url = format!("{}{}", config_index.trim_start_matches("sparse+"), kiln_publish::registry::index_path(&r.name));
+        let body = kiln_publish::http::get(&url, None).unwrap();
+        assert_eq!(body.status, 200, "{url}");
+        let entry: serde_json::Value = serde_json::from_slice(body.body.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        assert_eq!((entry["vers"].as_str(), entry["cksum"].as_str()), (Some(r.version.as_str()), Some(r.sha256.as_str())), "{url}");
+    }
+
+    let ferro = serving.ferro_pid().unwrap_or_else(|| panic!("no `pid N` in the first line: {text}"));
+    assert!(running(ferro), "ferro (pid {ferro}) is not running while kiln serves");
+    let status = serving.stop();
+    let end = Instant::now() + std::time::Duration::from_secs(10);
+    while running(ferro) && Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!running(ferro), "ferro (pid {ferro}) outlived kiln ({status})");
+    assert!(
+        kiln_publish::http::get(&format!("{}config.json", config_index.trim_start_matches("sparse+")), None).is_err(),
+        "something still answers {config_index}"
+    );
+    // What ferro wrote is in the folder kiln claimed for it.
+    assert!(tmp.0.join("registry/.kiln-owned").is_file() && tmp.0.join("registry/index-state.json").is_file());
+}
+
+/// Without ferro (not on PATH, nor in cargo's bin folder), `registry serve`
+/// says exactly how to install it, the version `.ci/setup` installs, and
+/// touches no folder.
+#[test]
+fn registry_serve_without_ferro_says_how_to_install_it() {
+    let tmp = Temp::new("no-ferro");
+    fs::create_dir_all(tmp.0.join("home")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["registry", "serve", "--port", "0", "--dir"])
+        .arg(tmp.0.join("registry"))
+        .env("PATH", tmp.0.join("home"))
+        .env("HOME", tmp.0.join("home"))
+        .env_remove("CARGO_HOME")
+        .output()
+        .unwrap();
+    let log = text(&out);
+    assert!(!out.status.success(), "{log}");
+    assert!(log.contains("ferro-cargo-registry-server (the cargo registry `registry serve` starts) is not installed"), "{log}");
+    assert!(log.contains(&format!("  {}\n", serve::install_command())), "{log}");
+    assert!(log.contains(&format!("in {}", tmp.0.join("home/.cargo/bin").display())), "{log}");
+    assert!(!tmp.0.join("registry").exists(), "a folder was made for a server that never started");
+}
+
+/// `.ci/setup` installs the version kiln names (kiln-publish's FERRO_VERSION, the one place it is written).
+#[test]
+fn ci_setup_installs_the_ferro_version_kiln_names() {
+    let setup = fs::read_to_string(repo().join(".ci/setup")).unwrap();
+    assert!(setup.contains(&format!("\n  {}\n", serve::install_command())), ".ci/setup does not run `{}`", serve::install_command());
+    assert_eq!(setup.matches("ferro-cargo-registry-server --version").count(), 1, ".ci/setup names a ferro version twice");
+}
+
+/// `--token` is refused, saying why (ferro checks none), before anything
+/// starts; `--help` explains every flag and which tokens the server takes.
+#[test]
+fn registry_serve_refuses_a_token_it_cannot_check_and_its_help_says_so() {
+    let tmp = Temp::new("serve-token");
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["registry", "serve", "--token", "s3cret", "--port", "0", "--dir"])
+        .arg(tmp.0.join("registry"))
+        .output()
+        .unwrap();
+    let log = text(&out);
+    assert!(!out.status.success() && log.contains("--token: ferro-cargo-registry-server checks no token"), "{log}");
+    assert!(!log.contains("s3cret") && !tmp.0.join("registry").exists(), "{log}");
+    let help = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["registry", "serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for want in [
+        "--dir <DIR>",
+        "ferro's blobs and index-state.json",
+        "--port <PORT>",
+        "0 picks a free one",
+        "It accepts every upload, whatever token",
+        &serve::install_command(),
+    ] {
+        assert!(help.contains(want), "`registry serve --help` lacks {want:?}:\n{help}");
+    }
+}
+
+/// A port already taken is named before ferro starts, and nothing is left running.
+#[test]
+fn registry_serve_on_a_taken_port_says_so() {
+    let tmp = Temp::new("serve-port");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["registry", "serve", "--port", &port, "--dir"])
+        .arg(tmp.0.join("registry"))
+        .env("CARGO_HOME", real_cargo_home())
+        .output()
+        .unwrap();
+    let log = text(&out);
+    assert!(!out.status.success() && log.contains(&format!("cannot listen on 127.0.0.1:{port} (another server on that port? try --port)")), "{log}");
+    assert!(!tmp.0.join("registry").exists(), "a folder was made for a server that never started");
+}
+
+/// A folder kiln's own server filled before (`registry serve` started it
+/// then; same marker): ferro serves it, and kiln says its old crates are not
+/// read, so publish again.
+#[test]
+fn registry_serve_on_a_folder_of_kilns_old_server_says_to_publish_again() {
+    let tmp = Temp::new("serve-old");
+    let dir = tmp.0.join("registry");
+    drop(Server::start(&dir, "127.0.0.1:0", server::Options::default()).unwrap());
+    let mut serving = Serving::start(&dir);
+    let note = format!("note: {} also holds index/ and crates/ from kiln's own server", dir.display());
+    assert!(serving.lines.iter().any(|l| l.starts_with(&note)), "no `{note}` in:\n{}", serving.lines.join("\n"));
+    serving.stop();
 }

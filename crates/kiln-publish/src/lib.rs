@@ -6,8 +6,12 @@
 //! `Cargo.toml` and builds the upload metadata from it as cargo would
 //! ([`metadata`]); [`run`] prints the plan (a dry run by default) or uploads
 //! the unchanged bytes through the registry web API (`PUT /api/v1/crates/new`).
-//! [`server`] is a small sparse registry served on loopback: what the tests
-//! publish to and consumers resolve from.
+//! [`serve`] starts ferro-cargo-registry-server, a registry others maintain,
+//! on loopback (`cargo xtask registry serve`). [`server`] (cargo feature
+//! `test-server`, for tests only) is kiln's own small sparse registry: the
+//! tests' fixture for what no maintained server that builds here offers (a
+//! token check, crates.io's upload limit, other bytes under a version refused,
+//! hostile requests answered; docs/registry.md).
 
 pub mod attest;
 pub mod http;
@@ -15,6 +19,8 @@ pub mod metadata;
 pub mod packaged;
 pub mod plan;
 pub mod registry;
+pub mod serve;
+#[cfg(feature = "test-server")]
 pub mod server;
 
 use std::{

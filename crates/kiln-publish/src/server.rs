@@ -1,10 +1,15 @@
 //! A sparse cargo registry served from a folder over HTTP/1.1 (std::net, a
-//! thread per connection): enough for `cargo` to resolve and download from
-//! it, and for [`crate::run`] to publish to it. It checks uploads the way
-//! crates.io does where it matters to kiln: the size limit, the metadata
-//! against the `Cargo.toml` in the crate, dependencies on this registry that
-//! do not exist, and a version that differs only in build metadata from one
-//! already there. Meant for loopback: tests, trials, docs/consuming.md.
+//! thread per connection): **the tests' fixture** (cargo feature
+//! `test-server`, which only dev-dependencies turn on; no command starts it).
+//! It offers what ferro-cargo-registry-server, the registry others maintain
+//! that `cargo xtask registry serve` starts ([`crate::serve`]), does not, and
+//! what a registry a team runs (crates.io, Kellnr, Artifactory) does: a token
+//! checked on every upload (`403` otherwise), crates.io's size limit with its
+//! error text, a version differing only in build metadata from one already
+//! there refused, the metadata checked against the `Cargo.toml` in the crate,
+//! and dependencies on this registry that do not exist (docs/registry.md).
+//! Being kiln's own server, it answers hostile requests 413/400/431 before
+//! anything is allocated.
 //!
 //! The folder holds `index/<cargo's index path>` (one JSON line per version)
 //! and `crates/<name>/<name>-<version>.crate`; `config.json` is answered from
@@ -48,10 +53,6 @@ impl Default for Options {
     }
 }
 
-/// The registry folder's owner: uploads are stored only in a folder a registry
-/// wrote, or an empty one.
-pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask registry serve", flag: "--dir", reuse: kiln_fs::Reuse::FilledInPlace };
-
 struct Shared {
     dir: PathBuf,
     addr: SocketAddr,
@@ -72,7 +73,7 @@ impl Server {
     /// any free port.
     pub fn start(dir: &Path, bind: &str, options: Options) -> Result<Server> {
         // A registry folder from before the marker holds just these two.
-        OWNER.claim_and_mark(dir, |d| {
+        crate::serve::OWNER.claim_and_mark(dir, |d| {
             fs::read_dir(d).is_ok_and(|entries| entries.flatten().all(|e| ["index", "crates"].contains(&e.file_name().to_str().unwrap_or(""))))
         })?;
         fs::create_dir_all(dir.join("index")).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -1,0 +1,151 @@
+//! `cargo xtask registry serve`: ferro-cargo-registry-server (crates.io,
+//! Apache-2.0), a sparse cargo registry others maintain, started on
+//! 127.0.0.1 with its data in a folder kiln claimed (docs/registry.md says
+//! why this one). It has no authentication: it accepts any upload with any
+//! token, so it is only ever bound to loopback. The child never outlives
+//! kiln: it is stopped when [`Ferro`] is dropped, and the kernel sends it
+//! SIGTERM if kiln dies first (`PR_SET_PDEATHSIG`), Ctrl-C or `kill -9`.
+
+use std::{
+    ffi::OsStr,
+    fmt::Write as _,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+
+/// The registry others maintain that `registry serve` starts.
+pub const FERRO: &str = "ferro-cargo-registry-server";
+/// Its version: what `.ci/setup` installs and the message names (a test
+/// holds `.ci/setup` to it).
+pub const FERRO_VERSION: &str = "1.0.0";
+
+/// The command that installs it, as `.ci/setup` runs it.
+pub fn install_command() -> String {
+    format!("cargo install --locked {FERRO} --version {FERRO_VERSION}")
+}
+
+/// The registry folder's owner: ferro's data (its blobs and index snapshot)
+/// lives only in a folder `registry serve` made, or an empty one.
+pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask registry serve", flag: "--dir", reuse: kiln_fs::Reuse::FilledInPlace };
+
+/// How long ferro may take to answer its `config.json` (it takes well
+/// under a second here).
+const START_WAIT: Duration = Duration::from_secs(20);
+
+/// ferro's binary: on `path` (a PATH value), else in cargo's bin folder
+/// (`cargo_home`, i.e. $CARGO_HOME or ~/.cargo), where `cargo install` puts it.
+pub fn find(path: Option<&OsStr>, cargo_home: Option<&Path>) -> Result<PathBuf> {
+    let dirs: Vec<PathBuf> = path.map(|p| std::env::split_paths(p).collect()).unwrap_or_default();
+    let cargo_bin = cargo_home.map(|h| h.join("bin"));
+    if let Some(exe) = dirs.iter().chain(cargo_bin.iter()).map(|d| d.join(FERRO)).find(|p| p.is_file()) {
+        return Ok(exe);
+    }
+    let mut looked = "on PATH".to_string();
+    if let Some(b) = &cargo_bin {
+        let _ = write!(looked, " and in {}", b.display());
+    }
+    bail!(
+        "{FERRO} (the cargo registry `registry serve` starts) is not installed: not found {looked}. Install it with\n  \
+         {}\n(what `bash .ci/setup` runs; about 3 CPU-minutes to build, once), then run this again",
+        install_command()
+    )
+}
+
+/// $CARGO_HOME, else ~/.cargo: where `cargo install` puts binaries.
+pub fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+}
+
+/// A running ferro; stopped (SIGTERM, then SIGKILL after 5 s) when dropped.
+pub struct Ferro {
+    child: Child,
+    port: u16,
+    /// From spawning it to its first answer.
+    pub started_in: Duration,
+}
+
+impl Ferro {
+    /// Starts `exe` on 127.0.0.1:`port` with its data in `dir` (claimed first:
+    /// missing, empty, or marked by `registry serve`), and waits until it
+    /// answers its `config.json`.
+    pub fn start(exe: &Path, dir: &Path, port: u16) -> Result<Ferro> {
+        let listen = format!("127.0.0.1:{port}");
+        // Said here, not by ferro after it started: a port in use is the common failure.
+        drop(std::net::TcpListener::bind(&listen).with_context(|| format!("cannot listen on {listen} (another server on that port? try --port)"))?);
+        OWNER.claim_and_mark(dir, |_| false)?;
+        let dir = std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        let parent = std::process::id();
+        let mut cmd = Command::new(exe);
+        cmd.env("FERRO_CARGO_REGISTRY_DATA", &dir)
+            .env("FERRO_CARGO_REGISTRY_LISTEN", &listen)
+            .env_remove("FERRO_CARGO_REGISTRY_API")
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(std::process::Stdio::null());
+        // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid, _exit).
+        unsafe {
+            cmd.pre_exec(move || {
+                // Stopped by the kernel when kiln dies, however it dies.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 || libc::getppid() as u32 != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let start = Instant::now();
+        let child = cmd.spawn().with_context(|| format!("cannot start {}", exe.display()))?;
+        let mut ferro = Ferro { child, port, started_in: Duration::ZERO };
+        let config = format!("{}config.json", ferro.index_url().trim_start_matches("sparse+"));
+        while start.elapsed() < START_WAIT {
+            if let Some(status) = ferro.child.try_wait()? {
+                bail!("{} exited ({status}) before answering {config}; its messages are above", exe.display());
+            }
+            if kiln_http_ok(&config) {
+                ferro.started_in = start.elapsed();
+                return Ok(ferro);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!("{} did not answer {config} within {START_WAIT:?}; stopped it", exe.display())
+    }
+
+    /// What `[registries.NAME] index = ...` takes: ferro serves its index at the root.
+    pub fn index_url(&self) -> String {
+        format!("sparse+http://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Serves until ferro exits (on Ctrl-C it does, cleanly).
+    pub fn wait(mut self) -> Result<ExitStatus> {
+        Ok(self.child.wait()?)
+    }
+}
+
+fn kiln_http_ok(url: &str) -> bool {
+    crate::http::get(url, None).is_ok_and(|r| r.status == 200)
+}
+
+impl Drop for Ferro {
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        // SAFETY: a signal to our own child, which has not been reaped (try_wait said it runs).
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
