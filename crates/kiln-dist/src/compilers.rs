@@ -142,13 +142,9 @@ pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>, hip_archs: &[Hi
                 bitcode.display()
             );
         }
-        if c.role != "clang" {
-            reported.insert(
-                format!("rocm_device_libs_{}", c.role.trim_start_matches("clang_")),
-                upstream_version(&c.rocm_device_libs.version).to_string(),
-            );
-        }
+        reported.insert(c.device_libs_role.to_string(), upstream_version(&c.rocm_device_libs.version).to_string());
     }
+    // The first device libraries are reported even when no arch of this build needs them, as always.
     reported.insert("rocm_device_libs".to_string(), upstream_version(&t.rocm_device_libs.version).to_string());
 
     let closure = pins.closure()?;

@@ -190,15 +190,23 @@ impl Pins {
         })
     }
 
-    /// The compiler pins, named, in a stable order: the four of the first
-    /// suite, then the newer AMD compiler's two when one is pinned.
+    /// The compiler pins, named, in a stable order: [`Pins::first_compilers`],
+    /// then [`Pins::next_compilers`].
     pub fn compilers(&self) -> Vec<(&'static str, &PackagePin)> {
-        let t = &self.toolchain;
-        let mut out = vec![("nvcc", &t.nvcc), ("clang", &t.clang), ("hip", &t.hip), ("rocm_device_libs", &t.rocm_device_libs)];
-        if let Some(n) = &t.amd_next {
-            out.extend([("clang_next", &n.clang), ("rocm_device_libs_next", &n.rocm_device_libs)]);
-        }
+        let mut out = self.first_compilers().to_vec();
+        out.extend(self.next_compilers());
         out
+    }
+
+    /// The four compilers of `[toolchain].suite`.
+    pub fn first_compilers(&self) -> [(&'static str, &PackagePin); 4] {
+        let t = &self.toolchain;
+        [("nvcc", &t.nvcc), ("clang", &t.clang), ("hip", &t.hip), ("rocm_device_libs", &t.rocm_device_libs)]
+    }
+
+    /// The newer AMD compiler's two pins (`clang_next`, `rocm_device_libs_next`), when one is pinned.
+    pub fn next_compilers(&self) -> Vec<(&'static str, &PackagePin)> {
+        self.toolchain.amd_next.iter().flat_map(|n| [("clang_next", &n.clang), ("rocm_device_libs_next", &n.rocm_device_libs)]).collect()
     }
 }
 

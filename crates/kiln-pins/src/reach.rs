@@ -54,8 +54,10 @@ impl Pins {
 /// libraries of its LLVM, which sit in that clang's resource directory.
 #[derive(Clone, Copy, Debug)]
 pub struct HipCompiler<'a> {
-    /// `clang` or `clang_next`: the pin's name in `[toolchain]`.
+    /// `clang` or `clang_next`: the pin's name in `[toolchain]` (and in [`Pins::compilers`]).
     pub role: &'static str,
+    /// Its device libraries' pin name: `rocm_device_libs` or `rocm_device_libs_next`.
+    pub device_libs_role: &'static str,
     pub clang: &'a PackagePin,
     pub rocm_device_libs: &'a PackagePin,
     /// The LLVM major of `clang` (`clang-17`: 17).
@@ -76,11 +78,22 @@ fn major(clang: &PackagePin) -> Option<u32> {
 
 /// The pinned AMD compilers, first then next, with their LLVM majors.
 fn hip_compilers(t: &Toolchain) -> Vec<HipCompiler<'_>> {
-    let first = major(&t.clang).map(|major| HipCompiler { role: "clang", clang: &t.clang, rocm_device_libs: &t.rocm_device_libs, major });
-    let next = t
-        .amd_next
-        .as_ref()
-        .and_then(|n| major(&n.clang).map(|major| HipCompiler { role: "clang_next", clang: &n.clang, rocm_device_libs: &n.rocm_device_libs, major }));
+    let first = major(&t.clang).map(|major| HipCompiler {
+        role: "clang",
+        device_libs_role: "rocm_device_libs",
+        clang: &t.clang,
+        rocm_device_libs: &t.rocm_device_libs,
+        major,
+    });
+    let next = t.amd_next.as_ref().and_then(|n| {
+        major(&n.clang).map(|major| HipCompiler {
+            role: "clang_next",
+            device_libs_role: "rocm_device_libs_next",
+            clang: &n.clang,
+            rocm_device_libs: &n.rocm_device_libs,
+            major,
+        })
+    });
     first.into_iter().chain(next).collect()
 }
 

@@ -91,7 +91,11 @@ impl Server {
                 let Ok(stream) = stream else { continue };
                 let shared = shared.clone();
                 std::thread::spawn(move || {
+                    let linger = stream.try_clone();
                     let _ = connection(stream, &shared);
+                    if let Ok(linger) = linger {
+                        lingering_close(linger);
+                    }
                 });
             }
         });
@@ -208,6 +212,25 @@ fn read_line_capped(reader: &mut impl BufRead, line: &mut String) -> std::io::Re
 
 /// One connection: requests until the client closes it (cargo keeps
 /// connections open across index fetches).
+/// Closes a connection so that the client reads what it was answered: a
+/// refused request (413, 431) leaves unread bytes, and closing a socket with
+/// unread input sends a reset, which can discard the answer before the client
+/// reads it. So: no more writes, then what the client still sends is read and
+/// dropped, at most 16 MiB and 2 s, before the socket goes.
+fn lingering_close(mut stream: TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut buf = [0u8; 64 * 1024];
+    let mut left: usize = 16 << 20;
+    while left > 0 && std::time::Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
+}
+
 fn connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut writer = stream.try_clone()?;

@@ -83,15 +83,15 @@ impl Apt {
 /// that from `next_suites`, so the first closure is the same with or without it.
 pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closure> {
     let t = &pins.toolchain;
-    let first = 4;
-    let compilers = pins.compilers();
-    let mut roots: Vec<String> = compilers[..first].iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect();
+    let pinned =
+        |compilers: &[(&str, &kiln_pins::PackagePin)]| compilers.iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect::<Vec<_>>();
+    let mut roots = pinned(&pins.first_compilers());
     roots.extend(t.include.iter().cloned());
     let where_excluded = "pins.toml [toolchain].exclude";
     let mut closure =
         Closure { debs: resolve_packages_in(cache, pins, &[], &roots, &t.exclude, where_excluded, say)?.into_iter().map(|p| p.deb).collect() };
     if let Some(next) = &t.amd_next {
-        let mut roots: Vec<String> = compilers[first..].iter().map(|(_, p)| format!("{}={}", p.package, p.version)).collect();
+        let mut roots = pinned(&pins.next_compilers());
         roots.extend(next.include.iter().cloned());
         let all = resolve_packages_in(cache, pins, &next.suites, &roots, &t.exclude, where_excluded, say)?;
         let added = on_top(all, &roots, &t.exclude, where_excluded, &closure)?;
@@ -104,7 +104,7 @@ pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Closu
         closure.debs.extend(added.debs);
         closure.debs.sort();
     }
-    for (_, p) in compilers {
+    for (_, p) in pins.compilers() {
         if closure.find(&p.package).map(|d| &d.version) != Some(&p.version) {
             bail!("apt did not resolve {}={} as pinned", p.package, p.version);
         }
