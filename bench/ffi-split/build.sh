@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Builds candle-kernels' static MoE/MMQ library the per-target way that docs/static-library.md
+# measures and chooses, next to upstream's way, and prints what each job costs and weighs:
+#
+#   bench/ffi-split/build.sh [WORK]      (WORK: default /tmp/kiln-ffi-split)
+#
+#   FFI_SPLIT_SMS   the sms whose cubins are built (default: sm_90; "all": the library's pinned
+#                   sass list)
+#
+# In kiln's pinned root (bwrap, as kiln's jobs run), from the verified candle-kernels sources
+# in kiln's cache (run `cargo xtask dist` or `cargo xtask toolchain` first):
+#   host     per source: one host-only object. nvcc's device pass is one PTX-only arch, the
+#            host pass gets the library's whole arch list (kernels/cuda/kiln_host_arch_list.h),
+#            then objcopy renames every NVIDIA runtime call (`cudaLaunchKernel_ptsz` ->
+#            `kiln_<lib>_cudaLaunchKernel_ptsz`, ...) and replaces the object's fatbin with a
+#            tag naming its module ("KILNMOD\0<stem>\0"); fails if anything else is undefined
+#            but libc's atexit
+#   cubin    per source and sm: the kernels as a cubin (the library's flags and forced headers)
+#   ref      upstream's way, for the harness's functions only: fat objects for sm_90
+# Then the harness (bench/ffi-split/harness) twice: `fat` (ref objects + NVIDIA's static
+# runtime from the pinned toolchain) and `split` (host objects + the harness's launch.rs);
+# bench/ffi-split/gpu.sh runs both on a GPU host.
+#
+# Writes WORK/jobs.tsv (job, seconds, bytes, zstd -19 bytes) and WORK/carry/ (what gpu.sh needs).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
+W="${1:-/tmp/kiln-ffi-split}"
+mkdir -p "$W/work" "$W/carry"
+pins_load
+CACHE="${KILN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln}"
+ROOT="$CACHE/toolchains/$(pin toolchain identity)"
+[ -d "$ROOT/usr" ] || { echo "$ROOT: the pinned root is not unpacked: run cargo xtask toolchain" >&2; exit 1; }
+SRC="$(find "$CACHE/sources" -maxdepth 1 -type d -name "candle-kernels-$(pin sets candle source version)-*" | head -1)"
+[ -d "$SRC/src" ] || { echo "candle-kernels' verified sources are not in $CACHE/sources: run cargo xtask dist" >&2; exit 1; }
+mapfile -t SOURCES < <(pin sets candle staticlib sources)
+mapfile -t FLAGS < <(pin sets candle flags cuda_staticlib)
+mapfile -t FORCED < <(pin sets candle staticlib force_include)
+mapfile -t LIB_SASS < <(pin sets candle staticlib sass)
+mapfile -t LIB_PTX < <(pin sets candle staticlib ptx)
+LIB="$(pin sets candle staticlib name)"
+# The arch list nvcc defines for one fat object of all of them: 700,750,...,900 (commas
+# escaped: nvcc splits option values at unescaped commas).
+LIST="$(printf '%s\n' "${LIB_SASS[@]#sm_}" "${LIB_PTX[@]#compute_}" | sort -nu | paste -sd, | sed 's/,/0\\,/g')0"
+if [ "${FFI_SPLIT_SMS:-sm_90}" = all ]; then SMS=("${LIB_SASS[@]}"); else read -ra SMS <<< "${FFI_SPLIT_SMS:-sm_90}"; fi
+REF_SOURCES=(src/mmvq_gguf.cu src/mmq_gguf/mmq_quantize.cu src/mmq_gguf/mmq_instance_q4_0.cu src/moe/moe_gguf.cu)
+
+sandbox() {
+  bwrap --ro-bind "$ROOT" / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent \
+    --cap-drop ALL --new-session --clearenv --setenv PATH /usr/bin:/bin --setenv HOME /tmp \
+    --setenv TMPDIR /tmp --setenv LC_ALL C --bind "$W/work" /kiln/job --ro-bind "$SRC" /kiln/src \
+    --ro-bind "$REPO/kernels/cuda" /kiln/kernels --chdir /kiln/job -- "$@"
+}
+forced=()
+for h in "${FORCED[@]}"; do forced+=(-include "/kiln/kernels/$h"); done
+printf 'job\tseconds\tbytes\tzstd19_bytes\n' > "$W/jobs.tsv"
+record() { # JOB SECONDS FILE
+  local raw z
+  raw=$(stat -c %s "$W/work/$3"); z=$(zstd -19 -q -c "$W/work/$3" | wc -c)
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$raw" "$z" | tee -a "$W/jobs.tsv"
+}
+timed() { # prints the seconds the command took
+  local t0 t1; t0=$(date +%s.%N); "$@" > "$W/work/last.log" 2>&1 || { cat "$W/work/last.log" >&2; return 1; }
+  t1=$(date +%s.%N); echo "$t1 - $t0" | bc
+}
+
+for rel in "${SOURCES[@]}"; do
+  stem="$(basename "$rel" .cu)"
+  s=$(timed sandbox nvcc -c -gencode=arch=compute_70,code=compute_70 "${FLAGS[@]}" "${forced[@]}" \
+      -include /kiln/kernels/kiln_host_arch_list.h "-DKILN_HOST_ARCH_LIST=$LIST" -o "$stem.host.o" "/kiln/src/$rel")
+  mapfile -t runtime < <(nm -u "$W/work/$stem.host.o" | awk '{print $2}' | grep -E '^_{0,2}cuda')
+  other="$(nm -u "$W/work/$stem.host.o" | awk '{print $2}' | grep -vE '^_{0,2}cuda|^_GLOBAL_OFFSET_TABLE_$|^atexit$' || true)"
+  [ -z "$other" ] || { echo "$stem: undefined symbols beyond NVIDIA's runtime and atexit: $other" >&2; exit 1; }
+  printf 'KILNMOD\0%s\0' "$stem" > "$W/work/$stem.tag"
+  args=()
+  for r in "${runtime[@]}"; do args+=(--redefine-sym "$r=kiln_${LIB}_$r"); done
+  sandbox objcopy "${args[@]}" --update-section ".nv_fatbin=$stem.tag" "$stem.host.o" "$stem.o"
+  record "host $stem" "$s" "$stem.o"
+  for sm in "${SMS[@]}"; do
+    s=$(timed sandbox nvcc --cubin "-gencode=arch=compute_${sm#sm_},code=$sm" "${FLAGS[@]}" "${forced[@]}" \
+        -o "$stem.$sm.cubin" "/kiln/src/$rel")
+    record "cubin $stem $sm" "$s" "$stem.$sm.cubin"
+  done
+done
+for rel in "${REF_SOURCES[@]}"; do
+  stem="$(basename "$rel" .cu)"
+  s=$(timed sandbox nvcc -c -gencode=arch=compute_90,code=sm_90 "${FLAGS[@]}" "${forced[@]}" -o "$stem.ref.o" "/kiln/src/$rel")
+  record "ref $stem sm_90" "$s" "$stem.ref.o"
+done
+
+# The two harness builds: the same program linked either way.
+rm -f "$W/work/libsplit.a" "$W/work/libref.a"
+(cd "$W/work" && ar rcsD libsplit.a $(for rel in "${SOURCES[@]}"; do echo "$(basename "$rel" .cu).o"; done))
+(cd "$W/work" && ar rcsD libref.a $(for rel in "${REF_SOURCES[@]}"; do echo "$(basename "$rel" .cu).ref.o"; done))
+mkdir -p "$W/lib-split" "$W/lib-fat"
+cp "$W/work/libsplit.a" "$W/lib-split/libffi_under_test.a"
+cp "$W/work/libref.a" "$W/lib-fat/libffi_under_test.a"
+cp "$ROOT/usr/lib/x86_64-linux-gnu/libcudart_static.a" "$W/lib-fat/"
+(cd "$HERE/harness" && FFI_LIB_DIR="$W/lib-split" CARGO_TARGET_DIR="$W/t-split" cargo build -q --release --features split \
+  && FFI_LIB_DIR="$W/lib-fat" CARGO_TARGET_DIR="$W/t-fat" cargo build -q --release --features fat)
+cp "$W/t-split/release/ffi-split-check" "$W/carry/split"
+cp "$W/t-fat/release/ffi-split-check" "$W/carry/fat"
+cp "$W"/work/*.sm_90.cubin "$W/carry/"
+echo "libsplit.a (host code of all ${#SOURCES[@]} objects): $(stat -c %s "$W/work/libsplit.a") bytes, zstd -19 $(zstd -19 -q -c "$W/work/libsplit.a" | wc -c)"
+echo "wrote $W/jobs.tsv and $W/carry/ (bench/ffi-split/gpu.sh runs it on a GPU host)"
