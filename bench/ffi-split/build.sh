@@ -6,6 +6,8 @@
 #
 #   FFI_SPLIT_SMS   the sms whose cubins are built (default: sm_90; "all": the library's pinned
 #                   sass list)
+#   FFI_SPLIT_REUSE=1  keep what an earlier run left in WORK (its jobs.tsv lines too): only
+#                   missing outputs are built (e.g. after a harness change)
 #
 # In kiln's pinned root (bwrap, as kiln's jobs run), from the verified candle-kernels sources
 # in kiln's cache (run `cargo xtask dist` or `cargo xtask toolchain` first):
@@ -45,7 +47,9 @@ LIB="$(pin sets candle staticlib name)"
 # escaped: nvcc splits option values at unescaped commas).
 LIST="$(printf '%s\n' "${LIB_SASS[@]#sm_}" "${LIB_PTX[@]#compute_}" | sort -nu | paste -sd, | sed 's/,/0\\,/g')0"
 if [ "${FFI_SPLIT_SMS:-sm_90}" = all ]; then SMS=("${LIB_SASS[@]}"); else read -ra SMS <<< "${FFI_SPLIT_SMS:-sm_90}"; fi
-REF_SOURCES=(src/mmvq_gguf.cu src/mmq_gguf/mmq_quantize.cu src/mmq_gguf/mmq_instance_q4_0.cu src/moe/moe_gguf.cu)
+REF_SOURCES=(src/mmvq_gguf.cu src/mmq_gguf/mmq_quantize.cu src/mmq_gguf/mmq_instance_q4_0.cu src/moe/moe_gguf.cu src/moe/moe_wmma.cu)
+REUSE="${FFI_SPLIT_REUSE:-}"
+have() { [ -n "$REUSE" ] && [ -s "$W/work/$1" ]; }
 
 sandbox() {
   bwrap --ro-bind "$ROOT" / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent \
@@ -55,7 +59,7 @@ sandbox() {
 }
 forced=()
 for h in "${FORCED[@]}"; do forced+=(-include "/kiln/kernels/$h"); done
-printf 'job\tseconds\tbytes\tzstd19_bytes\n' > "$W/jobs.tsv"
+[ -n "$REUSE" ] && [ -s "$W/jobs.tsv" ] || printf 'job\tseconds\tbytes\tzstd19_bytes\n' > "$W/jobs.tsv"
 record() { # JOB SECONDS FILE
   local raw z
   raw=$(stat -c %s "$W/work/$3"); z=$(zstd -19 -q -c "$W/work/$3" | wc -c)
@@ -68,18 +72,21 @@ timed() { # prints the seconds the command took
 
 for rel in "${SOURCES[@]}"; do
   stem="$(basename "$rel" .cu)"
-  s=$(timed sandbox nvcc -c -gencode=arch=compute_70,code=compute_70 "${FLAGS[@]}" "${forced[@]}" \
-      -include /kiln/kernels/kiln_arch_list.h "-DKILN_ARCH_LIST=$LIST" -o "$stem.host.o" "/kiln/src/$rel")
-  mapfile -t runtime < <(nm -u "$W/work/$stem.host.o" | awk '{print $2}' | grep -E '^_{0,2}cuda')
-  printf '%s\n' "${runtime[@]}" > "$W/work/$stem.runtime"
-  nm -u "$W/work/$stem.host.o" | awk '{print $2}' | grep -vE '^_{0,2}cuda|^_GLOBAL_OFFSET_TABLE_$' > "$W/work/$stem.other" || true
-  echo "$stem: ${#runtime[@]} runtime functions; beyond them, $(grep -c . "$W/work/$stem.other") undefined ($(grep -cE '^_Z|^__cxa|^__gxx|^_Unwind' "$W/work/$stem.other") of them C++ runtime)"
-  printf 'KILNMOD\0%s\0' "$stem" > "$W/work/$stem.tag"
-  args=()
-  for r in "${runtime[@]}"; do args+=(--redefine-sym "$r=kiln_${LIB}_$r"); done
-  sandbox objcopy "${args[@]}" --update-section ".nv_fatbin=$stem.tag" "$stem.host.o" "$stem.o"
-  record "host $stem" "$s" "$stem.o"
+  if ! have "$stem.o"; then
+    s=$(timed sandbox nvcc -c -gencode=arch=compute_70,code=compute_70 "${FLAGS[@]}" "${forced[@]}" \
+        -include /kiln/kernels/kiln_arch_list.h "-DKILN_ARCH_LIST=$LIST" -o "$stem.host.o" "/kiln/src/$rel")
+    mapfile -t runtime < <(nm -u "$W/work/$stem.host.o" | awk '{print $2}' | grep -E '^_{0,2}cuda')
+    printf '%s\n' "${runtime[@]}" > "$W/work/$stem.runtime"
+    nm -u "$W/work/$stem.host.o" | awk '{print $2}' | grep -vE '^_{0,2}cuda|^_GLOBAL_OFFSET_TABLE_$' > "$W/work/$stem.other" || true
+    echo "$stem: ${#runtime[@]} runtime functions; beyond them, $(grep -c . "$W/work/$stem.other") undefined ($(grep -cE '^_Z|^__cxa|^__gxx|^_Unwind' "$W/work/$stem.other") of them C++ runtime)"
+    printf 'KILNMOD\0%s\0' "$stem" > "$W/work/$stem.tag"
+    args=()
+    for r in "${runtime[@]}"; do args+=(--redefine-sym "$r=kiln_${LIB}_$r"); done
+    sandbox objcopy "${args[@]}" --update-section ".nv_fatbin=$stem.tag" "$stem.host.o" "$stem.o"
+    record "host $stem" "$s" "$stem.o"
+  fi
   for sm in "${SMS[@]}"; do
+    have "$stem.$sm.cubin" && continue
     s=$(timed sandbox nvcc --cubin "-gencode=arch=compute_${sm#sm_},code=$sm" "${FLAGS[@]}" "${forced[@]}" \
         -include /kiln/kernels/kiln_arch_list.h "-DKILN_ARCH_LIST=$LIST" -o "$stem.$sm.cubin" "/kiln/src/$rel")
     record "cubin $stem $sm" "$s" "$stem.$sm.cubin"
@@ -87,6 +94,7 @@ for rel in "${SOURCES[@]}"; do
 done
 for rel in "${REF_SOURCES[@]}"; do
   stem="$(basename "$rel" .cu)"
+  have "$stem.ref.o" && continue
   s=$(timed sandbox nvcc -c -gencode=arch=compute_90,code=sm_90 "${FLAGS[@]}" "${forced[@]}" -o "$stem.ref.o" "/kiln/src/$rel")
   record "ref $stem sm_90" "$s" "$stem.ref.o"
 done
@@ -104,7 +112,7 @@ cp "$ROOT/usr/lib/x86_64-linux-gnu/libcudart_static.a" "$W/lib-fat/"
 cp "$W/t-split/release/ffi-split-check" "$W/carry/split"
 cp "$W/t-fat/release/ffi-split-check" "$W/carry/fat"
 cp "$W"/work/*.sm_90.cubin "$W/carry/"
-sort -u "$W"/work/*.runtime > "$W/runtime-functions.txt"
+cat "$W"/work/*.runtime | sort -u > "$W/runtime-functions.txt"
 echo "NVIDIA runtime functions the ${#SOURCES[@]} host objects call: $(grep -c . "$W/runtime-functions.txt") ($W/runtime-functions.txt)"
 echo "libsplit.a (host code of all ${#SOURCES[@]} objects): $(stat -c %s "$W/work/libsplit.a") bytes, zstd -19 $(zstd -19 -q -c "$W/work/libsplit.a" | wc -c)"
 echo "wrote $W/jobs.tsv and $W/carry/ (bench/ffi-split/gpu.sh runs it on a GPU host)"

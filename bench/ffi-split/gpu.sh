@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | t
 for b in fat split fat split; do
   (cd "$OUT" && CUBIN_DIR="$C" "$C/$b") 2>&1 | tee -a "$OUT/runs.txt" || echo "$b exited with $?" | tee -a "$OUT/runs.txt"
 done
-for n in mmvq mmq moe; do
+for n in mmvq mmq moe moe_wmma; do
   if cmp -s "$OUT/fat-$n.bin" "$OUT/split-$n.bin"; then
     echo "$n: fat and split outputs identical ($(stat -c %s "$OUT/fat-$n.bin") bytes)"
   else

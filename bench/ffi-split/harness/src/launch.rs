@@ -118,6 +118,13 @@ struct Driver {
     memset_d8_async: unsafe extern "C" fn(u64, u8, usize, *mut c_void) -> CuResult,
     mem_alloc_async: unsafe extern "C" fn(*mut u64, usize, *mut c_void) -> CuResult,
     mem_free_async: unsafe extern "C" fn(u64, *mut c_void) -> CuResult,
+    mem_alloc: unsafe extern "C" fn(*mut u64, usize) -> CuResult,
+    mem_free: unsafe extern "C" fn(u64) -> CuResult,
+    device_get_count: unsafe extern "C" fn(*mut c_int) -> CuResult,
+    device_get_attribute: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> CuResult,
+    func_get_attribute: unsafe extern "C" fn(*mut c_int, c_int, CuFunction) -> CuResult,
+    occupancy: unsafe extern "C" fn(*mut c_int, CuFunction, c_int, usize, c_uint) -> CuResult,
+    stream_synchronize: unsafe extern "C" fn(*mut c_void) -> CuResult,
 }
 
 fn driver() -> Result<&'static Driver, c_int> {
@@ -148,6 +155,13 @@ fn driver() -> Result<&'static Driver, c_int> {
                 memset_d8_async: sym!("cuMemsetD8Async"),
                 mem_alloc_async: sym!("cuMemAllocAsync"),
                 mem_free_async: sym!("cuMemFreeAsync"),
+                mem_alloc: sym!("cuMemAlloc_v2"),
+                mem_free: sym!("cuMemFree_v2"),
+                device_get_count: sym!("cuDeviceGetCount"),
+                device_get_attribute: sym!("cuDeviceGetAttribute"),
+                func_get_attribute: sym!("cuFuncGetAttribute"),
+                occupancy: sym!("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"),
+                stream_synchronize: sym!("cuStreamSynchronize"),
             };
             // The process's CUDA user keeps libcuda loaded anyway.
             std::mem::forget(lib);
@@ -454,4 +468,220 @@ pub extern "C" fn kiln_moe_cudaFreeAsync(ptr: *mut c_void, stream: *mut c_void) 
 #[unsafe(no_mangle)]
 pub extern "C" fn kiln_moe_cudaFreeAsync_ptsz(ptr: *mut c_void, stream: *mut c_void) -> c_int {
     free(ptr, stream, true)
+}
+
+// What Thrust/CUB's host code calls (moe_wmma*.cu's scans): allocation, device queries,
+// kernel attributes and occupancy, stream synchronisation, error text.
+
+/// The calling thread's driver, its context made current.
+fn ready() -> Result<&'static Driver, c_int> {
+    let d = driver()?;
+    context(d)?;
+    Ok(d)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kiln_moe_cudaMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
+    let d = match ready() {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let mut p = 0u64;
+    // SAFETY: an out-pointer to a local.
+    let r = unsafe { (d.mem_alloc)(&mut p, size) };
+    if r == 0 {
+        // SAFETY: the caller's out-pointer.
+        unsafe { *ptr = p as *mut c_void };
+    }
+    fail(r)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn kiln_moe_cudaFree(ptr: *mut c_void) -> c_int {
+    if ptr.is_null() {
+        return SUCCESS;
+    }
+    let d = match ready() {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    // SAFETY: a pointer the caller allocated with cudaMalloc.
+    fail(unsafe { (d.mem_free)(ptr as u64) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kiln_moe_cudaGetDeviceCount(count: *mut c_int) -> c_int {
+    let d = match driver() {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    // SAFETY: the caller's out-pointer.
+    fail(unsafe { (d.device_get_count)(count) })
+}
+
+/// The runtime's device attributes have the driver's numbers (cudaDevAttr* = CU_DEVICE_ATTRIBUTE_*).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kiln_moe_cudaDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> c_int {
+    let d = match driver() {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let mut dev = 0;
+    // SAFETY: out-pointers.
+    unsafe {
+        let r = (d.device_get)(&mut dev, device);
+        if r != 0 {
+            return fail(r);
+        }
+        fail((d.device_get_attribute)(value, attr, dev))
+    }
+}
+
+/// NVIDIA's runtime: the device of the calling thread, its primary context made current.
+#[unsafe(no_mangle)]
+pub extern "C" fn kiln_moe_cudaSetDevice(device: c_int) -> c_int {
+    let d = match driver() {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let (mut dev, mut ctx) = (0, std::ptr::null_mut());
+    // SAFETY: out-pointers to locals.
+    unsafe {
+        let r = (d.device_get)(&mut dev, device);
+        if r != 0 {
+            return fail(r);
+        }
+        let r = (d.primary_ctx_retain)(&mut ctx, dev);
+        if r != 0 {
+            return fail(r);
+        }
+        fail((d.ctx_set_current)(ctx))
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn kiln_moe_cudaStreamSynchronize(stream: *mut c_void) -> c_int {
+    match ready() {
+        // SAFETY: a stream of the caller's.
+        Ok(d) => fail(unsafe { (d.stream_synchronize)(stream_of(stream, false)) }),
+        Err(e) => fail(e),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn kiln_moe_cudaStreamSynchronize_ptsz(stream: *mut c_void) -> c_int {
+    match ready() {
+        // SAFETY: a stream of the caller's.
+        Ok(d) => fail(unsafe { (d.stream_synchronize)(stream_of(stream, true)) }),
+        Err(e) => fail(e),
+    }
+}
+
+/// `struct cudaFuncAttributes` of CUDA 12 (driver_types.h).
+#[repr(C)]
+pub struct FuncAttributes {
+    shared_size_bytes: usize,
+    const_size_bytes: usize,
+    local_size_bytes: usize,
+    max_threads_per_block: c_int,
+    num_regs: c_int,
+    ptx_version: c_int,
+    binary_version: c_int,
+    cache_mode_ca: c_int,
+    max_dynamic_shared_size_bytes: c_int,
+    preferred_shmem_carveout: c_int,
+    cluster_dim_must_be_set: c_int,
+    required_cluster_width: c_int,
+    required_cluster_height: c_int,
+    required_cluster_depth: c_int,
+    cluster_scheduling_policy_preference: c_int,
+    non_portable_cluster_size_allowed: c_int,
+    reserved: [c_int; 16],
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kiln_moe_cudaFuncGetAttributes(attr: *mut FuncAttributes, f: *const c_void) -> c_int {
+    let func = match function(f) {
+        Ok(func) => func,
+        Err(e) => return fail(e),
+    };
+    let Ok(d) = driver() else { return fail(INITIALIZATION_ERROR) };
+    // CU_FUNC_ATTRIBUTE_* 0..=15, in the order of the struct's ints after its three sizes.
+    let mut v = [0 as c_int; 16];
+    for (i, slot) in v.iter_mut().enumerate() {
+        // SAFETY: a function of a loaded module; an out-pointer to a local.
+        let r = unsafe { (d.func_get_attribute)(slot, i as c_int, func) };
+        if r != 0 && i < 10 {
+            return fail(r);
+        }
+    }
+    // SAFETY: the caller's out-pointer.
+    unsafe {
+        *attr = FuncAttributes {
+            max_threads_per_block: v[0],
+            shared_size_bytes: v[1] as usize,
+            const_size_bytes: v[2] as usize,
+            local_size_bytes: v[3] as usize,
+            num_regs: v[4],
+            ptx_version: v[5],
+            binary_version: v[6],
+            cache_mode_ca: v[7],
+            max_dynamic_shared_size_bytes: v[8],
+            preferred_shmem_carveout: v[9],
+            cluster_dim_must_be_set: v[10],
+            required_cluster_width: v[11],
+            required_cluster_height: v[12],
+            required_cluster_depth: v[13],
+            non_portable_cluster_size_allowed: v[14],
+            cluster_scheduling_policy_preference: v[15],
+            reserved: [0; 16],
+        };
+    }
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kiln_moe_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    blocks: *mut c_int,
+    f: *const c_void,
+    block_size: c_int,
+    dynamic_smem: usize,
+    flags: c_uint,
+) -> c_int {
+    let func = match function(f) {
+        Ok(func) => func,
+        Err(e) => return fail(e),
+    };
+    let Ok(d) = driver() else { return fail(INITIALIZATION_ERROR) };
+    // SAFETY: the caller's out-pointer; a function of a loaded module.
+    fail(unsafe { (d.occupancy)(blocks, func, block_size, dynamic_smem, flags) })
+}
+
+/// The runtime's error names, as static C strings (unknown codes by number).
+fn error_text(code: c_int) -> *const c_char {
+    static TEXT: OnceLock<Mutex<HashMap<c_int, &'static CStr>>> = OnceLock::new();
+    let mut map = TEXT.get_or_init(Default::default).lock().unwrap();
+    let s = map.entry(code).or_insert_with(|| {
+        let name = match code {
+            SUCCESS => "cudaSuccess".to_string(),
+            INVALID_VALUE => "cudaErrorInvalidValue".to_string(),
+            2 => "cudaErrorMemoryAllocation".to_string(),
+            INITIALIZATION_ERROR => "cudaErrorInitializationError (kiln: no CUDA driver or device)".to_string(),
+            INVALID_DEVICE_FUNCTION => "cudaErrorInvalidDeviceFunction (kiln: this GPU's code lacks the kernel)".to_string(),
+            NO_KERNEL_IMAGE => "cudaErrorNoKernelImageForDevice (kiln: no code carried for this GPU)".to_string(),
+            n => format!("CUDA error {n}"),
+        };
+        Box::leak(CString::new(name).expect("no NUL").into_boxed_c_str())
+    });
+    s.as_ptr()
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn kiln_moe_cudaGetErrorName(code: c_int) -> *const c_char {
+    error_text(code)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn kiln_moe_cudaGetErrorString(code: c_int) -> *const c_char {
+    error_text(code)
 }
