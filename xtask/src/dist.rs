@@ -96,7 +96,7 @@ pub(crate) fn report(dist: &Dist, lock: LockMode) -> Result<()> {
             println!("{} crates ({:.1} MB) in {}", o.crates.len(), total as f64 / 1e6, o.out.join(kiln_dist::package::CRATES_DIR).display());
         }
         match lock {
-            LockMode::Check => println!("all {} artifacts match {}", m.artifacts.len(), o.lock.display()),
+            LockMode::Check => println!("{}", Lock::load(&o.lock)?.summary(&o.lock, m.artifacts.len(), &o.objects, o.payloads.as_ref())),
             LockMode::Update => {
                 let l = Lock::load(&o.lock)?;
                 println!("{}: {} artifact, {} object and {} payload hashes", o.lock.display(), l.artifacts.len(), l.objects.len(), l.payloads.len())

@@ -369,6 +369,11 @@ pub struct VerifyCrate {
     /// The signed statements to check the crate against (what `cargo xtask sign` wrote).
     #[arg(long, value_name = "FILE")]
     pub attestation: Option<PathBuf>,
+    /// Rebuild a crate of an opt-in kernel set (`default = false` in pins.toml, e.g. flash-attn: hours
+    /// of nvcc). Without it such a crate is refused before anything is built. Which set is rebuilt
+    /// is decided by the crate's name and version against this checkout's pins, never by its record.
+    #[arg(long)]
+    pub rebuild_opt_in_set: bool,
 }
 
 #[derive(clap::Args, Debug)]

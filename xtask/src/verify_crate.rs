@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use kiln_manifest::shown;
 use kiln_publish::attest;
 
 use crate::flags;
@@ -14,29 +15,39 @@ pub fn run(pins_path: &Path, v: flags::VerifyCrate) -> Result<()> {
     let root = crate::project_root();
     let path = Path::new(&v.krate);
     let (bytes, what, file_name, beside) = if path.is_file() || v.krate.ends_with(".crate") {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes = kiln_package::crate_file::read(path)?;
         let file_name = path.file_name().map_or(v.krate.clone(), |n| n.to_string_lossy().into_owned());
         (bytes, path.display().to_string(), file_name, path.parent().map(|d| d.join(attest::FILE)))
     } else {
         let Some((name, version)) = v.krate.split_once('@') else {
-            bail!("`{}` is neither a .crate file nor NAME@VERSION (e.g. kiln-candle-kernels-sm90@0.11.1+kiln.1)", v.krate)
+            bail!("`{}` is neither a .crate file nor NAME@VERSION (e.g. kiln-candle-kernels-sm90@0.11.1+kiln.1)", shown(&v.krate))
         };
         let lookup = kiln_publish::registry::Lookup::from_process()?;
         let registry = kiln_publish::registry::Registry::resolve(&v.registry, &lookup)?;
-        crate::say(format!("downloading {name} {version} from registry `{}` ({})", registry.name, registry.index));
-        (registry.download(name, version)?, format!("{name} {version} from registry `{}`", registry.name), format!("{name}-{version}.crate"), None)
+        let bytes = {
+            crate::say(format!("downloading {} {} from registry `{}` ({})", shown(name), shown(version), registry.name, shown(&registry.index)));
+            registry.download(name, version)?
+        };
+        let (name, version) = (shown(name), shown(version));
+        (bytes, format!("{name} {version} from registry `{}`", registry.name), format!("{name}-{version}.crate"), None)
     };
     // The signature first: a crate that is not what was signed needs no rebuild.
     let signature = match attest::verdict(&bytes, &what, &file_name, v.attestation.as_deref(), beside.as_deref(), v.trusted_key.as_deref())? {
         attest::Verdict::Verified { attestation, checked } => {
-            format!("signed: {} names it as {} and is signed by the trusted key (keyid {})", attestation.display(), checked.subject, checked.keyid)
+            format!(
+                "signed: {} names it as {} and is signed by the trusted key (keyid {})",
+                attestation.display(),
+                checked.subject,
+                shown(&checked.keyid)
+            )
         }
         attest::Verdict::Unchecked(a) => format!("signature not checked: {} is there, give --trusted-key KEY.pub to check it", a.display()),
         attest::Verdict::Absent => "no signature checked: no attestation given or beside the crate (docs/signing.md)".to_string(),
     };
     crate::say(format!("{what}: {signature}"));
     let scratch = tempfile::Builder::new().prefix("kiln-verify-crate-").tempdir().context("cannot make a temporary folder")?;
-    let verdict = kiln_dist::verify_crate::check(&pins, &root, &bytes, &what, scratch.path(), &|l| crate::say(l))?;
+    let opt_in = v.rebuild_opt_in_set;
+    let verdict = kiln_dist::verify_crate::check_with(&pins, &root, &bytes, &what, scratch.path(), opt_in, &|l| crate::say(l))?;
     if verdict.reproduced {
         println!(
             "{} {}: reproduced: the rebuild is the same .crate, byte for byte ({} files in its record)",

@@ -625,3 +625,117 @@ fn the_kernel_source_check_catches_violations() {
     assert_eq!(v.len(), 2, "{v:#?}");
     assert!(v[0].starts_with("vendor/candle/src/affine.cu:") && v[1].starts_with("bench/a.h:"), "{v:#?}");
 }
+
+// ---------------------------------------------------------------------------
+// Text from outside is printed escaped.
+
+/// Expressions that hold text from outside kiln (a signed statement, a
+/// registry's index, a crate's provenance record), by how they end, with
+/// where the text comes from. Passed to a formatting macro, each must go
+/// through `kiln_manifest::shown` (control characters escaped).
+const EXTERNAL_TEXT: &[(&str, &str)] = &[
+    (".keyid", "an attestation's keyid"),
+    (".payload_type", "a DSSE envelope's payloadType"),
+    (".vers", "a registry index's version"),
+    (".cksum", "a registry index's checksum"),
+    (".kiln_commit", "a crate record's kiln commit"),
+    (".pins_sha256", "a crate record's pin-file hash"),
+    ("claims.name", "a crate record's name"),
+    ("claims.version", "a crate record's version"),
+];
+
+/// Files the check skips, with the reason.
+const EXTERNAL_TEXT_EXEMPT: &[(&str, &str)] = &[(
+    "crates/kiln-publish/src/server.rs",
+    "kiln's test registry (feature test-server): it answers uploads, parsing `vers` as semver first, and names files with it",
+)];
+
+/// Macros that format text for a person.
+const FORMATTING: &[&str] = &["format!(", "println!(", "eprintln!(", "print!(", "write!(", "writeln!(", "bail!(", "anyhow!(", "panic!("];
+
+/// Every argument of a formatting macro in `files` that is an
+/// [`EXTERNAL_TEXT`] expression given as it is (`e.vers`, not `shown(&e.vers)`).
+fn external_text_violations(files: &[(String, String)], exempt: &[(&str, &str)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| !exempt.iter().any(|(e, _)| e == p)) {
+        let code = lex::lex(text).code;
+        let b = code.as_bytes();
+        for (end, from) in EXTERNAL_TEXT {
+            for (at, _) in code.match_indices(end) {
+                let after = code[at + end.len()..].trim_start();
+                if !(after.starts_with(',') || after.starts_with(')'))
+                    || b.get(at + end.len()).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                {
+                    continue;
+                }
+                // The whole expression: a path of names and dots.
+                let mut start = at;
+                while start > 0 && (b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_' || b[start - 1] == b'.') {
+                    start -= 1;
+                }
+                if !code[..start].trim_end().ends_with(',') {
+                    continue;
+                }
+                // Inside a formatting macro's arguments: its `(` not yet closed.
+                let call = FORMATTING.iter().filter_map(|m| code[..start].rfind(m).map(|c| c + m.len())).max();
+                if call.is_some_and(|c| open_parens(&code[c..start]) >= 0) {
+                    let line = code[..at].bytes().filter(|&c| c == b'\n').count() + 1;
+                    out.push(format!(
+                        "{path}:{line}: `{}` ({from}) printed as it came: wrap it in kiln_manifest::shown",
+                        &code[start..at + end.len()]
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Parentheses opened minus closed in `code`, string literals skipped.
+fn open_parens(code: &str) -> i32 {
+    let (mut depth, mut in_string, mut escaped) = (0, false, false);
+    for c in code.chars() {
+        match (in_string, c) {
+            (true, '\\') if !escaped => {
+                escaped = true;
+                continue;
+            }
+            (true, '"') if !escaped => in_string = false,
+            (false, '"') => in_string = true,
+            (false, '(') => depth += 1,
+            (false, ')') => depth -= 1,
+            _ => {}
+        }
+        escaped = false;
+    }
+    depth
+}
+
+/// Text from outside (EXTERNAL_TEXT) is printed only through `kiln_manifest::shown`.
+#[test]
+fn external_text_is_printed_escaped() {
+    assert_none("external text printed unescaped", external_text_violations(&sources(), EXTERNAL_TEXT_EXEMPT));
+}
+
+#[test]
+fn the_external_text_check_catches_violations() {
+    let files = [
+        ("crates/kiln-x/src/a.rs".to_string(), "fn f(e: &E) -> String { format!(\"{} lists {}\", name, e.vers) }".to_string()),
+        ("crates/kiln-x/src/b.rs".into(), "fn f(s: &Sig) { println!(\"keyid {}\", shown(&s.keyid)); let ok = s.keyid == x; }".into()),
+        (
+            "crates/kiln-x/src/c.rs".into(),
+            "fn f() -> Result<()> {\n    bail!(\n        \"{} {}\",\n        claims.name,\n        claims.version\n    )\n}".into(),
+        ),
+        ("crates/kiln-x/src/d.rs".into(), "fn f() { same_version(&e.vers, v); g(a, e.vers); }".into()),
+        ("crates/kiln-x/src/e.rs".into(), "#[cfg(test)]\nmod tests { fn t() { println!(\"{}\", x, e.keyid); } }".into()),
+        ("crates/kiln-y/src/f.rs".into(), "fn f(e: &E) -> String { format!(\"{}\", e.vers) }".into()),
+    ];
+    assert_eq!(
+        external_text_violations(&files, &[("crates/kiln-y/src/f.rs", "exempt")]),
+        [
+            "crates/kiln-x/src/a.rs:1: `e.vers` (a registry index's version) printed as it came: wrap it in kiln_manifest::shown",
+            "crates/kiln-x/src/c.rs:4: `claims.name` (a crate record's name) printed as it came: wrap it in kiln_manifest::shown",
+            "crates/kiln-x/src/c.rs:5: `claims.version` (a crate record's version) printed as it came: wrap it in kiln_manifest::shown",
+        ]
+    );
+}

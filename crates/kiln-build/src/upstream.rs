@@ -71,10 +71,14 @@ fn unpacked(cache: &Cache, name: &str, version: &str, sha256: &str, find: &dyn F
     let tmp = cache.scratch("source")?;
     let inner = tmp.join(format!("{name}-{version}"));
     let unpacked = (|| -> Result<String> {
-        let file = fs::File::open(&crate_file)?;
-        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-        archive.set_preserve_mtime(false);
-        archive.unpack(&tmp).with_context(|| format!("cannot unpack {}", crate_file.display()))?;
+        // kiln's one bounded reader: regular files only, inside the package folder, within its limits.
+        let bytes = kiln_package::crate_file::read(&crate_file)?;
+        let what = crate_file.display().to_string();
+        kiln_package::crate_file::for_each(&bytes[..], &what, kiln_package::crate_file::LIMITS, |e, data| {
+            let to = kiln_manifest::path_inside(&tmp, &format!("{}/{}", e.top, e.rel)).map_err(|why| anyhow::anyhow!("{what}: {why}"))?;
+            fs::create_dir_all(to.parent().expect("a file inside the scratch folder has a parent"))?;
+            fs::write(&to, data).with_context(|| format!("cannot write {}", to.display()))
+        })?;
         if !inner.join("Cargo.toml").exists() {
             bail!("{} does not hold {name}-{version}/Cargo.toml", crate_file.display());
         }

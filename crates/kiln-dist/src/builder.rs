@@ -517,6 +517,7 @@ impl<'p> Builder<'p> {
             if let Some(lock) = &scope.locks[i] {
                 let mut diff = lock.object_differences(&objects, scope.selection.is_all());
                 diff.extend(lock.differences(&manifest, scope.selection.is_all()));
+                let diff = lock::split_unrewritten(&out.lock.file_name().unwrap_or_default().to_string_lossy(), diff);
                 if !diff.is_empty() {
                     bail!(
                         "--locked: set `{}`: {} difference(s) from {}; no dist folder was changed:\n  {}",
@@ -573,7 +574,7 @@ impl<'p> Builder<'p> {
                 None => None,
             };
             if let (Some(lock), Some(payloads)) = (&scope.locks[i], &payloads) {
-                let diff = lock.payload_differences(payloads);
+                let diff = lock::split_unrewritten(&out.lock.file_name().unwrap_or_default().to_string_lossy(), lock.payload_differences(payloads));
                 if !diff.is_empty() {
                     bail!(
                         "--locked: set `{}`: {} payload(s) of its crates differ from {} (a substituted or damaged cache entry, \

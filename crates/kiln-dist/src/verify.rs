@@ -60,7 +60,7 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
     let mut digests = crate::lock::Digests::new();
     for r in records {
         let file = dist.join(&r.file);
-        let carried = std::fs::read(&file).map_err(anyhow::Error::from).and_then(|bytes| kiln_package::record::payloads(r, &bytes));
+        let carried = kiln_package::crate_file::read(&file).and_then(|bytes| kiln_package::record::payloads(r, &bytes));
         let carried = match carried {
             Ok(c) => c,
             Err(e) => {
@@ -78,7 +78,7 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
             digests.insert(path, kiln_manifest::sha256_hex(&data));
         }
     }
-    problems.extend(lock.payload_differences(&digests));
+    problems.extend(crate::lock::split_unrewritten(&written.lock_name(), lock.payload_differences(&digests)));
     problems
 }
 

@@ -90,6 +90,30 @@ pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// Text from outside kiln (a file, an archive's entry names, a server's
+/// answer, a signed statement) as it may be printed: control characters
+/// (C0, DEL, C1: terminal escape sequences, carriage returns, bells) and the
+/// bidirectional overrides that reorder what a terminal shows are written as
+/// `\u{..}` escapes, a backslash as `\\`; everything else as it is. The one
+/// function every message uses for external text.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    fn hidden(c: char) -> bool {
+        c == '\\' || c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if hidden(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The first `n` characters of a hash or id for a message: never a panic on a
 /// shorter or non-ASCII string read from a file (it is then shown whole).
 pub fn short(s: &str, n: usize) -> &str {
@@ -266,6 +290,14 @@ impl Kind {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn external_text_is_shown_with_its_control_characters_escaped() {
+        assert!(matches!(shown("kiln-candle-kernels-sm90 0.11.1+kiln.1 ünïcode"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(shown("a\u{1b}]0;pwned\u{7}b\r\n"), "a\\u{1b}]0;pwned\\u{7}b\\u{d}\\u{a}");
+        assert_eq!(shown("x\u{9b}31m\u{202e}gpj.exe\\"), "x\\u{9b}31m\\u{202e}gpj.exe\\\\");
+        assert!(!shown("\u{1b}[2J\u{7f}").chars().any(char::is_control));
+    }
 
     /// A manifest of candle-kernels 0.11.1 with `targets` and `artifacts`
     /// (the other modules' tests build theirs on it).

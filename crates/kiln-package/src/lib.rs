@@ -13,6 +13,7 @@
 
 pub mod cargo;
 pub mod compress;
+pub mod crate_file;
 pub mod generate;
 pub use generate::LicenseText;
 pub mod link_stubs;

@@ -3,9 +3,9 @@
 //! this is the one definition of it. Also what the packaged crates carry as
 //! payloads ([`payloads`]), which the lock records and `verify` re-reads.
 
-use std::{collections::BTreeMap, io::Read, path::Path};
+use std::{collections::BTreeMap, path::Path};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 /// The packaged crates' folder, relative to the dist folder.
@@ -39,23 +39,18 @@ pub const PAYLOAD_DIR: &str = "payload";
 /// (`<name>/payload/<file>`, compressed bytes): the `.zst` files below
 /// [`PAYLOAD_DIR`] (the main crate's `manifest.json` there is not one).
 pub fn payloads(record: &CrateRecord, bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
-    let prefix = format!("{}-{}/{PAYLOAD_DIR}/", record.name, record.version);
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let top = format!("{}-{}", record.name, record.version);
+    let prefix = format!("{PAYLOAD_DIR}/");
     let mut out = Vec::new();
-    for entry in archive.entries().with_context(|| format!("{}: not a gzipped tar archive", record.file))? {
-        let mut entry = entry.with_context(|| format!("{}: damaged tar archive", record.file))?;
-        let path = entry.path()?.to_string_lossy().into_owned();
-        let Some(rel) = path.strip_prefix(&prefix) else { continue };
-        if !rel.ends_with(".zst") {
-            continue;
+    crate::crate_file::for_each(bytes, &record.file, crate::crate_file::LIMITS, |e, data| {
+        if e.top != top {
+            bail!("{}: its package folder is `{}`, not {top}", record.file, kiln_manifest::shown(e.top));
         }
-        if !entry.header().entry_type().is_file() {
-            bail!("{}: {path} is not a regular file", record.file);
+        if let Some(rel) = e.rel.strip_prefix(&prefix).filter(|r| r.ends_with(".zst")) {
+            out.push((format!("{}/{PAYLOAD_DIR}/{rel}", record.name), data));
         }
-        let mut data = Vec::new();
-        entry.read_to_end(&mut data).with_context(|| format!("{}: cannot read {path}", record.file))?;
-        out.push((format!("{}/{PAYLOAD_DIR}/{rel}", record.name), data));
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -65,7 +60,7 @@ pub fn payload_digests(dist: &Path, records: &[CrateRecord]) -> Result<BTreeMap<
     let mut out = BTreeMap::new();
     for r in records {
         let file = dist.join(&r.file);
-        let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        let bytes = crate::crate_file::read(&file)?;
         for (path, data) in payloads(r, &bytes)? {
             out.insert(path, kiln_manifest::sha256_hex(&data));
         }

@@ -24,12 +24,15 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use base64::{engine::general_purpose::STANDARD as B64, Engine};
+use base64::{
+    engine::general_purpose::{STANDARD as B64, STANDARD_PAD_INDIFFERENT, URL_SAFE_PAD_INDIFFERENT},
+    Engine,
+};
 use ed25519_dalek::{
     pkcs8::{spki::der::pem::LineEnding, DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey},
     Signature, Signer, SigningKey, VerifyingKey,
 };
-use kiln_manifest::sha256_hex;
+use kiln_manifest::{sha256_hex, shown};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -105,24 +108,93 @@ pub fn public_path(private: &Path) -> PathBuf {
 
 /// An ed25519 private key from a PKCS#8 PEM file.
 pub fn signing_key(path: &Path) -> Result<SigningKey> {
-    let text = fs::read_to_string(path).with_context(|| format!("cannot read the key {}", path.display()))?;
-    SigningKey::from_pkcs8_pem(&text).map_err(|e| {
+    let der = key_der(path, Want::Private).map_err(|what| {
         anyhow::anyhow!(
-            "{} is not an ed25519 private key in PKCS#8 PEM ({e}): make one with `cargo xtask sign --generate-key FILE` or `openssl genpkey -algorithm ed25519`",
+            "{} is not an ed25519 private key in PKCS#8 PEM: it is {what}; make one with `cargo xtask sign --generate-key FILE` or `openssl genpkey -algorithm ed25519`",
             path.display()
         )
-    })
+    })?;
+    SigningKey::from_pkcs8_der(&der).map_err(|e| anyhow::anyhow!("{} is not an ed25519 private key in PKCS#8 PEM ({e})", path.display()))
 }
 
 /// An ed25519 public key from a PEM file (`-----BEGIN PUBLIC KEY-----`).
 pub fn trusted_key(path: &Path) -> Result<VerifyingKey> {
-    let text = fs::read_to_string(path).with_context(|| format!("cannot read the trusted key {}", path.display()))?;
-    VerifyingKey::from_public_key_pem(&text).map_err(|e| {
+    let der = key_der(path, Want::Public).map_err(|what| {
         anyhow::anyhow!(
-            "{} is not an ed25519 public key in PEM ({e}): give the FILE.pub that `cargo xtask sign --generate-key FILE` wrote, or `openssl pkey -pubout`'s output",
+            "{} is not an ed25519 public key in PEM: it is {what}; give the FILE.pub that `cargo xtask sign --generate-key FILE` wrote, or `openssl pkey -pubout`'s output",
             path.display()
         )
-    })
+    })?;
+    VerifyingKey::from_public_key_der(&der).map_err(|e| anyhow::anyhow!("{} is not an ed25519 public key in PEM ({e})", path.display()))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Public,
+    Private,
+}
+
+/// Key algorithms by OID, to name what a key file holds.
+const ALGORITHMS: &[(&str, &str)] = &[
+    ("1.2.840.113549.1.1.1", "RSA"),
+    ("1.2.840.113549.1.1.10", "RSA-PSS"),
+    ("1.2.840.10045.2.1", "elliptic-curve (ECDSA)"),
+    ("1.2.840.10040.4.1", "DSA"),
+    ("1.3.101.110", "X25519"),
+    ("1.3.101.111", "X448"),
+    ("1.3.101.112", "Ed25519"),
+    ("1.3.101.113", "Ed448"),
+];
+
+/// `an X25519 public key (algorithm OID 1.3.101.110)`.
+fn algorithm(oid: &str, kind: &str) -> String {
+    match ALGORITHMS.iter().find(|(o, _)| *o == oid) {
+        Some((_, name)) => format!("{} {name} {kind} (algorithm OID {oid})", if name.starts_with(['E', 'R', 'X']) { "an" } else { "a" }),
+        None => format!("a {kind} of an algorithm kiln does not know (OID {oid})"),
+    }
+}
+
+/// The DER of an Ed25519 key of kind `want` in the PEM file `path`, or what
+/// the file is instead (for the error).
+fn key_der(path: &Path, want: Want) -> Result<Vec<u8>, String> {
+    use ed25519_dalek::pkcs8::{spki::der::pem, spki::SubjectPublicKeyInfoRef, PrivateKeyInfo};
+    let bytes = fs::read(path).map_err(|e| format!("a file kiln cannot read ({e})"))?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err("an empty file".into());
+    }
+    let Some(text) = std::str::from_utf8(&bytes).ok().filter(|t| !t.contains('\0')) else {
+        return Err("a binary file, not PEM text (a DER key? `openssl pkey -inform DER -in FILE -out FILE.pem` converts one)".into());
+    };
+    let text = text.trim_start();
+    if text.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----") {
+        return Err("an OpenSSH private key, not PKCS#8: kiln signs with a PKCS#8 PEM key (`cargo xtask sign --generate-key FILE`)".into());
+    }
+    if ["ssh-ed25519 ", "ssh-rsa ", "ssh-dss ", "ecdsa-sha2-", "sk-ssh-", "sk-ecdsa-"].iter().any(|p| text.starts_with(p)) {
+        return Err("an OpenSSH public key: convert it with `ssh-keygen -e -m PKCS8 -f FILE > FILE.pem`".into());
+    }
+    let (label, der) = pem::decode_vec(text.as_bytes()).map_err(|e| format!("not a PEM file ({e})"))?;
+    let oid = match (label, want) {
+        ("PUBLIC KEY", Want::Public) => SubjectPublicKeyInfoRef::try_from(&der[..]).map(|k| k.algorithm.oid.to_string()).map_err(|e| e.to_string()),
+        ("PRIVATE KEY", Want::Private) => PrivateKeyInfo::try_from(&der[..]).map(|k| k.algorithm.oid.to_string()).map_err(|e| e.to_string()),
+        ("PRIVATE KEY", Want::Public) => return Err("a private key (PKCS#8); never give it away: the public key is its .pub file".into()),
+        ("PUBLIC KEY", Want::Private) => return Err("a public key; signing takes the private key".into()),
+        ("ENCRYPTED PRIVATE KEY", _) => return Err("an encrypted private key: `openssl pkey -in FILE -out PLAIN.pem` decrypts it".into()),
+        ("RSA PRIVATE KEY" | "RSA PUBLIC KEY", _) => return Err("an RSA key (PKCS#1 PEM)".into()),
+        ("EC PRIVATE KEY", _) => return Err("an elliptic-curve key (SEC1 PEM)".into()),
+        ("CERTIFICATE", _) => return Err("an X.509 certificate, not a key".into()),
+        (other, _) => return Err(format!("a PEM `{}` block, not a key", shown(other))),
+    };
+    let kind = if want == Want::Public { "public key" } else { "private key" };
+    match oid {
+        Ok(oid) if oid.as_str() == "1.3.101.112" => Ok(der),
+        Ok(oid) => Err(algorithm(&oid, kind)),
+        Err(e) => Err(format!("a damaged {kind} ({e})")),
+    }
+}
+
+/// DSSE's base64, as its spec allows: standard or URL-safe, with or without padding.
+pub fn base64_decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    STANDARD_PAD_INDIFFERENT.decode(text).or_else(|e| URL_SAFE_PAD_INDIFFERENT.decode(text).map_err(|_| e))
 }
 
 /// The statement for `crates`: each subject a `.crate` file name and its sha256.
@@ -196,17 +268,26 @@ pub fn check(bytes: &[u8], what: &str, file_name: &str, attestation: &Path, key:
         match statement_signed_by(line, key, &id) {
             Err(why) => problems.push(format!("{at}: {why}")),
             Ok(statement) => {
+                if statement["predicateType"] != PREDICATE_TYPE {
+                    problems.push(format!(
+                        "{at}: signed by the trusted key, but a statement of predicateType {}, not a release signature (predicateType `{PREDICATE_TYPE}`): refused",
+                        shown(&statement["predicateType"].to_string())
+                    ));
+                    continue;
+                }
                 let subjects = statement["subject"].as_array().cloned().unwrap_or_default();
                 let digest = |s: &serde_json::Value| s["digest"]["sha256"].as_str().unwrap_or_default().to_string();
-                if let Some(s) = subjects.iter().find(|s| digest(s) == sha) {
-                    return Ok(Checked { subject: s["name"].as_str().unwrap_or_default().to_string(), keyid: id });
+                // Hex, compared as hex: upper case is the same digest.
+                if let Some(s) = subjects.iter().find(|s| digest(s).eq_ignore_ascii_case(&sha)) {
+                    return Ok(Checked { subject: shown(s["name"].as_str().unwrap_or_default()).into_owned(), keyid: id });
                 }
                 match subjects.iter().find(|s| s["name"] == file_name) {
                     Some(s) => problems.push(format!(
-                        "{at}: signs {file_name} with sha256 {}, the crate has sha256 {sha}: its bytes changed after it was signed",
-                        digest(s)
+                        "{at}: signs {} with sha256 {}, the crate has sha256 {sha}: its bytes changed after it was signed",
+                        shown(file_name),
+                        shown(&digest(s))
                     )),
-                    None => problems.push(format!("{at}: signed by the trusted key, names no crate {file_name} nor sha256 {sha}")),
+                    None => problems.push(format!("{at}: signed by the trusted key, names no crate {} nor sha256 {sha}", shown(file_name))),
                 }
             }
         }
@@ -221,12 +302,15 @@ pub fn check(bytes: &[u8], what: &str, file_name: &str, attestation: &Path, key:
 fn statement_signed_by(line: &str, key: &VerifyingKey, id: &str) -> Result<serde_json::Value, String> {
     let env: Envelope = serde_json::from_str(line).map_err(|e| format!("not a DSSE envelope ({e})"))?;
     if env.payload_type != PAYLOAD_TYPE {
-        return Err(format!("payloadType is `{}`, not `{PAYLOAD_TYPE}`", env.payload_type));
+        return Err(format!("payloadType is `{}`, not `{PAYLOAD_TYPE}`", shown(&env.payload_type)));
     }
-    let body = B64.decode(&env.payload).map_err(|e| format!("the payload is not base64 ({e})"))?;
+    if env.signatures.is_empty() {
+        return Err("the envelope has no signatures: nothing signed it".into());
+    }
+    let body = base64_decode(&env.payload).map_err(|e| format!("the payload is not base64 ({e})"))?;
     let signed = pae(&env.payload_type, &body);
     let verifies = |s: &Sig| {
-        let Ok(raw) = B64.decode(&s.sig) else { return false };
+        let Ok(raw) = base64_decode(&s.sig) else { return false };
         Signature::from_slice(&raw).is_ok_and(|sig| key.verify_strict(&signed, &sig).is_ok())
     };
     if !env.signatures.iter().any(verifies) {
@@ -234,12 +318,13 @@ fn statement_signed_by(line: &str, key: &VerifyingKey, id: &str) -> Result<serde
         return Err(if ids.contains(&id) {
             "the signature by the trusted key does not match the statement: the statement was changed after it was signed".to_string()
         } else {
-            format!("signed by another key (keyid {}), not the trusted one", ids.join(", "))
+            let named: Vec<String> = ids.iter().map(|k| if k.is_empty() { "none given".into() } else { shown(k).into_owned() }).collect();
+            format!("signed by another key (keyid {}), not the trusted one", named.join(", "))
         });
     }
     let statement: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("the signed payload is not JSON ({e})"))?;
     if statement["_type"] != STATEMENT_TYPE {
-        return Err(format!("the signed payload is not an in-toto statement (_type {})", statement["_type"]));
+        return Err(format!("the signed payload is not an in-toto statement (_type {})", shown(&statement["_type"].to_string())));
     }
     Ok(statement)
 }
@@ -277,5 +362,107 @@ pub fn verdict(
             k.display()
         ),
         (None, None) => Ok(Verdict::Absent),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+    const CRATE: &[u8] = b"the bytes of a .crate";
+
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&[7; 32])
+    }
+
+    fn statement_of(predicate_type: &str, digest: &str) -> serde_json::Value {
+        json!({
+            "_type": STATEMENT_TYPE,
+            "subject": [{"name": "c-1.0.0.crate", "digest": {"sha256": digest}}],
+            "predicateType": predicate_type,
+            "predicate": {},
+        })
+    }
+
+    /// `check` of [`CRATE`] against one attestation line `env`.
+    fn check_line(env: &Envelope) -> Result<Checked> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(FILE);
+        fs::write(&file, serde_json::to_string(env).unwrap()).unwrap();
+        check(CRATE, "c.crate", "c-1.0.0.crate", &file, &key().verifying_key(), Path::new("k.pub"))
+    }
+
+    #[test]
+    fn a_release_signature_verifies_and_a_statement_of_another_predicate_type_is_refused_naming_it() {
+        assert!(check_line(&envelope(&statement_of(PREDICATE_TYPE, &sha256_hex(CRATE)), &key())).is_ok());
+        let revocation = envelope(&statement_of("https://example.com/revocation/v1", &sha256_hex(CRATE)), &key());
+        let e = format!("{:#}", check_line(&revocation).unwrap_err());
+        assert!(
+            e.contains("a statement of predicateType \"https://example.com/revocation/v1\", not a release signature") && e.contains(PREDICATE_TYPE),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn dsse_base64_is_read_standard_or_url_safe_with_or_without_padding() {
+        // Bytes whose base64 holds `+` and `/` (and so `-` and `_` URL-safe).
+        let st = json!({"_type": STATEMENT_TYPE, "subject": [{"name": "c-1.0.0.crate", "digest": {"sha256": sha256_hex(CRATE)}}],
+            "predicateType": PREDICATE_TYPE, "predicate": {"x": "\u{fbff}\u{fbff}?>?>~~"}});
+        let mut env = envelope(&st, &key());
+        let raw_payload = B64.decode(&env.payload).unwrap();
+        let raw_sig = B64.decode(&env.signatures[0].sig).unwrap();
+        env.payload = URL_SAFE_NO_PAD.encode(&raw_payload);
+        env.signatures[0].sig = URL_SAFE_NO_PAD.encode(&raw_sig);
+        assert!(env.payload.contains(['-', '_']) || env.signatures[0].sig.contains(['-', '_']), "the test needs URL-safe characters");
+        check_line(&env).unwrap();
+        env.payload = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&raw_payload);
+        check_line(&env).unwrap();
+    }
+
+    #[test]
+    fn an_upper_case_digest_is_the_same_digest() {
+        let env = envelope(&statement_of(PREDICATE_TYPE, &sha256_hex(CRATE).to_ascii_uppercase()), &key());
+        check_line(&env).unwrap();
+    }
+
+    #[test]
+    fn an_envelope_without_signatures_and_text_from_it_are_named_escaped() {
+        let mut env = envelope(&statement_of(PREDICATE_TYPE, &sha256_hex(CRATE)), &key());
+        env.signatures.clear();
+        let e = format!("{:#}", check_line(&env).unwrap_err());
+        assert!(e.contains("the envelope has no signatures") && !e.contains("keyid )"), "{e}");
+        let mut env = envelope(&statement_of(PREDICATE_TYPE, &sha256_hex(CRATE)), &SigningKey::from_bytes(&[9; 32]));
+        env.signatures[0].keyid = "\x1b]0;owned\x07".into();
+        let e = format!("{:#}", check_line(&env).unwrap_err());
+        assert!(e.contains("signed by another key (keyid \\u{1b}]0;owned\\u{7})") && !e.contains('\x1b'), "{e}");
+        let mut env = envelope(&statement_of(PREDICATE_TYPE, &sha256_hex(CRATE)), &key());
+        env.payload_type = "\x1b[2Jx".into();
+        let e = format!("{:#}", check_line(&env).unwrap_err());
+        assert!(e.contains("payloadType is `\\u{1b}[2Jx`") && !e.contains('\x1b'), "{e}");
+    }
+
+    #[test]
+    fn each_wrong_key_file_says_what_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VuAyEArbYmnv2woVzNjaY3/2oGyAKQcWGJbpNfEq8dttGqNVo=\n-----END PUBLIC KEY-----\n", "an X25519 public key (algorithm OID 1.3.101.110)"),
+            ("-----BEGIN PUBLIC KEY-----\nMEMwBQYDK2VxAzoAFQsxlRj3h0FeozymoLtnshc3mI++DplfzLLjpSKzMoQ7QjrB\nJHXusX3SlL2OnrKMeZ9iF6QFEVoA\n-----END PUBLIC KEY-----\n", "an Ed448 public key (algorithm OID 1.3.101.113)"),
+            ("-----BEGIN PUBLIC KEY-----\nMIGfMA0GCSqGSIb3DQEBAQUAA4GNADCBiQKBgQDOJRPfXypovzl3kqLHL4JtbFYK\nKmQGGrXreF2zpF7GixeU/74HflbErUktHW7iVjpR5dOi5mfNwFkbdQYnovfCb8jn\n6eRQdu+PvDTQwu72oVeB0kp/YgHyLcgU3pONHn6zAFQx5/PemLyDbKaW/ufVeKMu\nH6CAKs/f+bq88Vm4iwIDAQAB\n-----END PUBLIC KEY-----\n", "an RSA public key (algorithm OID 1.2.840.113549.1.1.1)"),
+            ("", "it is an empty file"),
+            ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHRlc3QgdGVzdCB0ZXN0IHRlc3QgdGVzdCB0ZXN0IHRl me@host\n", "an OpenSSH public key: convert it with `ssh-keygen -e -m PKCS8"),
+            ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n-----END OPENSSH PRIVATE KEY-----\n", "an OpenSSH private key"),
+        ];
+        for (i, (text, want)) in cases.iter().enumerate() {
+            let f = dir.path().join(format!("k{i}.pub"));
+            fs::write(&f, text).unwrap();
+            let e = format!("{:#}", trusted_key(&f).unwrap_err());
+            assert!(e.contains("is not an ed25519 public key in PEM") && e.contains(want) && !e.contains("NUL"), "{want}: {e}");
+        }
+        let f = dir.path().join("good.pub");
+        fs::write(&f, key().verifying_key().to_public_key_pem(LineEnding::LF).unwrap()).unwrap();
+        assert_eq!(trusted_key(&f).unwrap(), key().verifying_key());
+        let e = format!("{:#}", signing_key(&f).unwrap_err());
+        assert!(e.contains("is not an ed25519 private key in PKCS#8 PEM: it is a public key"), "{e}");
     }
 }

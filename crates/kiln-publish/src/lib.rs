@@ -109,7 +109,11 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
                     Some(e) => {
                         problems.push(format!(
                             "{} {}: the registry already has {} {} with other contents (sha256 {}, this one {sha}); registries treat versions that differ only in build metadata as one version, so a new revision needs a new version (docs/consuming.md, \"Versions\")",
-                            item.meta.name, item.meta.vers, e.name, e.vers, e.cksum
+                            item.meta.name,
+                            kiln_manifest::shown(&item.meta.vers),
+                            kiln_manifest::shown(&e.name),
+                            kiln_manifest::shown(&e.vers),
+                            kiln_manifest::shown(&e.cksum)
                         ));
                         states.push(State::New);
                     }
@@ -185,7 +189,7 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
     })?;
     let url = format!("{}/api/v1/crates/new", api.trim_end_matches('/'));
     for (item, state) in plan.items.iter().zip(&states) {
-        let id = format!("{} {}", item.meta.name, item.meta.vers);
+        let id = format!("{} {}", kiln_manifest::shown(&item.meta.name), kiln_manifest::shown(&item.meta.vers));
         if item.skip.is_some() {
             outcome.skipped.push(id);
             continue;
@@ -206,7 +210,8 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
             .map(|a| a.iter().map(|e| e.get("detail").and_then(|d| d.as_str()).unwrap_or("?").to_string()).collect())
             .unwrap_or_default();
         if r.status != 200 || !errors.is_empty() {
-            let detail = if errors.is_empty() { text.trim().to_string() } else { errors.join("; ") };
+            // The registry's words, escaped: a server's body never reaches the terminal raw.
+            let detail = kiln_manifest::shown(if errors.is_empty() { text.trim().to_string() } else { errors.join("; ") }.as_str()).into_owned();
             let done = if outcome.uploaded.is_empty() {
                 "nothing was uploaded".to_string()
             } else {
@@ -222,7 +227,7 @@ pub fn run(opts: &Options, lookup: &registry::Lookup, out: &mut dyn Write) -> Re
                 .map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
                 .collect();
             for warning in listed {
-                writeln!(out, "  registry warning: {warning}")?;
+                writeln!(out, "  registry warning: {}", kiln_manifest::shown(&warning))?;
             }
         }
         outcome.uploaded.push(id);
@@ -253,8 +258,8 @@ fn wait_for_index(reg: &Registry, config: &Config, item: &plan::Item, limit: Dur
         if start.elapsed() > limit {
             bail!(
                 "{} {} was uploaded but is not in the index after {:?}; rerun later (what is there is skipped)",
-                item.meta.name,
-                item.meta.vers,
+                kiln_manifest::shown(&item.meta.name),
+                kiln_manifest::shown(&item.meta.vers),
                 limit
             );
         }

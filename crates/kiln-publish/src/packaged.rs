@@ -3,7 +3,6 @@
 
 use std::{
     fs,
-    io::Read,
     path::{Path, PathBuf},
 };
 
@@ -75,10 +74,10 @@ pub fn load(dist: &Path) -> Result<Vec<Packaged>> {
                 continue;
             }
         };
-        let bytes = match fs::read(&path) {
+        let bytes = match kiln_package::crate_file::read(&path) {
             Ok(b) => b,
             Err(e) => {
-                problems.push(format!("{}: cannot read it ({e})", path.display()));
+                problems.push(format!("{e:#}"));
                 continue;
             }
         };
@@ -116,30 +115,30 @@ type Contents = (toml::Table, Vec<String>, Option<String>);
 /// The normalized manifest, the file list and the README of a `.crate`
 /// (a gzipped tar whose every path starts with `<name>-<version>/`).
 pub fn read_package(record: &Record, bytes: &[u8]) -> Result<Contents> {
-    let prefix = format!("{}-{}/", record.name, record.version);
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let top = format!("{}-{}", record.name, record.version);
     let mut files = Vec::new();
     let mut texts = std::collections::BTreeMap::new();
-    for entry in archive.entries().context("not a gzipped tar archive")? {
-        let mut entry = entry.context("damaged tar archive")?;
-        let path = entry.path()?.to_string_lossy().into_owned();
-        let Some(rel) = path.strip_prefix(&prefix) else {
-            bail!("{path} is outside the package folder {prefix}");
-        };
-        let rel = rel.to_string();
+    kiln_package::crate_file::for_each(bytes, &record.file, kiln_package::crate_file::LIMITS, |e, data| {
+        if e.top != top {
+            bail!("{}/{} is outside the package folder {top}/", kiln_manifest::shown(e.top), kiln_manifest::shown(e.rel));
+        }
+        let rel = e.rel.to_string();
         // Only small text files are kept: the manifest and a README.
         let file_name = rel.rsplit('/').next().unwrap_or_default().to_ascii_lowercase();
-        if rel == "Cargo.toml" || (file_name.starts_with("readme") && entry.size() < 1 << 20) {
-            // Read at most 1 MiB, whatever size the tar header claims.
-            let mut s = String::new();
-            (&mut entry).take(1 << 20).read_to_string(&mut s).with_context(|| format!("{path} is not UTF-8"))?;
-            if entry.size() >= 1 << 20 {
-                bail!("{path} is over 1 MiB");
+        if rel == "Cargo.toml" || file_name.starts_with("readme") {
+            if data.len() >= 1 << 20 {
+                if rel == "Cargo.toml" {
+                    bail!("{top}/{rel} is over 1 MiB");
+                }
+            } else {
+                let s = String::from_utf8(data).map_err(|_| anyhow::anyhow!("{top}/{} is not UTF-8", kiln_manifest::shown(&rel)))?;
+                texts.insert(rel.clone(), s);
             }
-            texts.insert(rel.clone(), s);
         }
         files.push(rel);
-    }
+        Ok(())
+    })?;
+    let prefix = format!("{top}/");
     let Some(toml_text) = texts.get("Cargo.toml") else {
         bail!("no {prefix}Cargo.toml in the package");
     };

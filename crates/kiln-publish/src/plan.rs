@@ -52,7 +52,11 @@ pub fn build(crates: Vec<Packaged>, target_index: &str, target_is_crates_io: boo
     }
     let versions: BTreeMap<String, String> = items.iter().map(|i| (i.meta.name.clone(), i.meta.vers.clone())).collect();
     for item in &items {
-        problems.extend(check(item, &versions).into_iter().map(|p| format!("{} {}: {p}", item.meta.name, item.meta.vers)));
+        problems.extend(
+            check(item, &versions)
+                .into_iter()
+                .map(|p| format!("{} {}: {p}", kiln_manifest::shown(&item.meta.name), kiln_manifest::shown(&item.meta.vers))),
+        );
     }
     let items = order(items)?;
     Ok(Plan { items, problems })

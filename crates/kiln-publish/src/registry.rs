@@ -232,10 +232,12 @@ impl Registry {
         let config = self.config()?;
         let entries = self.entries(&config, name)?;
         let Some(e) = entries.iter().find(|e| crate::same_version(&e.vers, version)) else {
-            let listed: Vec<&str> = entries.iter().map(|e| e.vers.as_str()).collect();
+            let listed: Vec<String> = entries.iter().map(|e| kiln_manifest::shown(&e.vers).into_owned()).collect();
             bail!(
-                "registry `{}` has no {name} {version} (its index lists: {})",
+                "registry `{}` has no {} {} (its index lists: {})",
                 self.name,
+                kiln_manifest::shown(name),
+                kiln_manifest::shown(version),
                 if listed.is_empty() { "none".into() } else { listed.join(", ") }
             );
         };
@@ -243,15 +245,17 @@ impl Registry {
         let token = if config.auth_required { self.token.as_deref() } else { None };
         let r = http::get(&url, token)?;
         if r.status != 200 {
-            bail!("{url}: HTTP {} when downloading {name} {}", r.status, e.vers);
+            bail!("{}: HTTP {} when downloading {name} {}", kiln_manifest::shown(&url), r.status, kiln_manifest::shown(&e.vers));
         }
         let sha = kiln_manifest::sha256_hex(&r.body);
         if sha != e.cksum {
             bail!(
-                "{url}: sha256 {sha}, but registry `{}`'s index lists {} for {name} {}: the registry served other bytes than it indexed",
+                "{}: sha256 {sha}, but registry `{}`'s index lists {} for {} {}: the registry served other bytes than it indexed",
+                kiln_manifest::shown(&url),
                 self.name,
-                e.cksum,
-                e.vers
+                kiln_manifest::shown(&e.cksum),
+                kiln_manifest::shown(name),
+                kiln_manifest::shown(&e.vers)
             );
         }
         Ok(r.body)

@@ -92,3 +92,43 @@ fn an_index_line_that_is_not_an_entry_is_named_cut_and_escaped() {
     assert!(e.contains("/index/ki/ln/kiln-x: line 1 is not an index entry"), "{}", kiln_manifest::short(&e, 300));
     assert!(e.len() < 2000 && !e.contains('\u{1b}'), "{}", kiln_manifest::short(&e, 300));
 }
+
+/// Serves each of `files` (a path's end, its body) on 127.0.0.1; 404 for anything else.
+fn serve_files(files: &'static [(&'static str, &'static str)]) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let mut stream = stream.unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut first = String::new();
+            reader.read_line(&mut first).unwrap();
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let path = first.split(' ').nth(1).unwrap_or_default().to_string();
+            let reply = match files.iter().find(|(end, _)| path.ends_with(end)) {
+                Some((_, body)) => format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()),
+                None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string(),
+            };
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    format!("sparse+http://127.0.0.1:{port}/index/")
+}
+
+#[test]
+fn what_a_registry_index_says_is_printed_escaped() {
+    // An index line whose `vers` would clear the screen and retitle the terminal.
+    let index = serve_files(&[
+        ("/index/config.json", r#"{"dl":"http://127.0.0.1:1/dl"}"#),
+        (
+            "/index/1/c",
+            "{\"name\":\"c\",\"vers\":\"0.1.0\\u001b[2J\\u001b]0;owned\\u0007\",\"deps\":[],\"cksum\":\"00\",\"features\":{},\"yanked\":false}\n",
+        ),
+    ]);
+    let reg = Registry { name: "hostile".into(), index, index_from: "the test".into(), token: None, token_from: None };
+    let e = format!("{:#}", reg.download("c", "9.9.9").unwrap_err());
+    assert!(e.contains("its index lists: 0.1.0\\u{1b}[2J\\u{1b}]0;owned\\u{7}") && !e.contains('\x1b') && !e.contains('\x07'), "{e}");
+}

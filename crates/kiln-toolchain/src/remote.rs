@@ -45,8 +45,12 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_TIME_FACTOR: u32 = 30;
 /// The most an action record (`/ac/<key>`) may be: a recipe and a few hashes.
 pub const RECORD_CAP: u64 = 4 << 20;
-/// The most a `/cas/` object of unknown size may be.
-pub const CAS_CAP: u64 = 8 << 30;
+/// The most kiln reads of a `/cas/` object whose size the server states (a
+/// job's output, its record's `size`) or does not: kiln's own limit, never
+/// the sender's claim. A record claiming more is damaged before any byte is
+/// asked for. (Pinned files, whose size is kiln's own pin, are read at
+/// exactly that size: [`fetch_pinned`].)
+pub const CAS_CAP: u64 = 2 << 30;
 
 /// Where the remote is and how to talk to it.
 #[derive(Clone)]
@@ -401,6 +405,13 @@ impl Remote {
     /// other bytes (damaged, truncated, too long) is never kept and is
     /// counted, and the answer is [`Got::Damaged`], which callers take as a miss.
     pub fn get_cas(&self, sha256: &str, size: Option<u64>, dest: &Path) -> Got {
+        if let Some(n) = size.filter(|n| *n > CAS_CAP) {
+            let _ = fs::remove_file(dest);
+            self.record_damaged();
+            return Got::Damaged(format!(
+                "cas/{sha256} is claimed to be {n} bytes, more than the {CAS_CAP} kiln reads of a remote object; not asked for"
+            ));
+        }
         let limit = size.map_or(kiln_http::Limit::AtMost(CAS_CAP), kiln_http::Limit::Exactly);
         self.fetch(&format!("cas/{sha256}"), limit, Some(sha256), dest)
     }
@@ -444,7 +455,8 @@ impl Remote {
 /// Fetches `/cas/<sha256>` into `dest` for a file whose hash is pinned (a
 /// toolchain package); true when `dest` now holds exactly those bytes.
 pub fn fetch_pinned(remote: &Remote, sha256: &str, size: u64, dest: &Path) -> bool {
-    match remote.get_cas(sha256, Some(size), dest) {
+    // The size is the pin's (kiln's own), not a server's claim: no cap but it.
+    match remote.fetch(&format!("cas/{sha256}"), kiln_http::Limit::Exactly(size), Some(sha256), dest) {
         Got::Found => {
             remote.record_hit();
             true
@@ -464,6 +476,24 @@ pub fn fetch_pinned(remote: &Remote, sha256: &str, size: u64, dest: &Path) -> bo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claimed_size_over_kilns_cap_is_damaged_before_any_request() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let remote = Remote::new(Config::new(&format!("http://127.0.0.1:{port}/kiln")).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out");
+        let sha = "ab".repeat(32);
+        // A record that claims 4 GiB: before, 4 GiB were streamed to disk before the hash check.
+        match remote.get_cas(&sha, Some(4 << 30), &dest) {
+            Got::Damaged(why) => assert!(why.contains("claimed to be 4294967296 bytes, more than the 2147483648 kiln reads"), "{why}"),
+            other => panic!("not refused: {other:?}"),
+        }
+        assert!(listener.accept().is_err(), "the server was asked");
+        assert!(!dest.exists());
+    }
 
     #[test]
     fn urls_with_credentials_or_odd_characters_are_refused_without_echoing_secrets() {
