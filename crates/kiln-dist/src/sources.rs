@@ -86,7 +86,7 @@ pub fn cuda_link_stubs(cache: &Cache, pins: &kiln_pins::Pins, stubs: &Path) -> R
     for pin in &pins.cuda_link_stubs {
         let what = format!("{} of {} {}", pin.member, pin.wheel.package, pin.wheel.version);
         let bytes = wheel::member(cache, &pin.wheel, &pin.member).with_context(|| format!("[cuda_link_stubs.{}] {}: {what}", pin.major, pin.lib))?;
-        libs.push(link_stubs::from_member(pin.major, &pin.lib, &what, &bytes, &toolchain)?);
+        libs.push(link_stubs::from_member(pin.major, &pin.lib, &pin.member, &what, &bytes, &toolchain)?);
     }
     link_stubs::check_complete(&libs)?;
     Ok(libs)

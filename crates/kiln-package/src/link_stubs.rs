@@ -87,12 +87,13 @@ fn status(lib: &str) -> Result<i32> {
     }
 }
 
-/// One library of CUDA `major` from a pinned wheel's member `what` (`bytes`):
+/// One library of CUDA `major` from a pinned wheel's `member` (`bytes`; `what`
+/// names it in messages):
 /// NVIDIA's shared library itself, or for the driver's `cuda` (which no wheel
 /// carries) the driver API header `cuda.h`, whose functions join those of
 /// `base`, the toolchain's libcuda stub (the driver is one library for every major).
-pub fn from_member(major: u32, lib: &str, what: &str, bytes: &[u8], base: &[StubLib]) -> Result<StubLib> {
-    if what.ends_with(".h") {
+pub fn from_member(major: u32, lib: &str, member: &str, what: &str, bytes: &[u8], base: &[StubLib]) -> Result<StubLib> {
+    if member.ends_with(".h") {
         if lib != "cuda" {
             bail!("{what}: a header gives only the driver's functions (`cuda`), not `{lib}`'s");
         }
@@ -270,6 +271,40 @@ mod tests {
         let err = format!("{:#}", read(&dir).unwrap_err());
         assert!(err.contains("libcuda.so: not a 64-bit ELF file"), "{err}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_wheel_member_is_read_as_a_library_or_the_driver_header() {
+        let base = [StubLib {
+            major: 12,
+            lib: "cuda".into(),
+            soname: "libcuda.so.1".into(),
+            version_node: None,
+            status: 34,
+            functions: (0..100).map(|i| format!("cuOld{i}")).collect(),
+        }];
+        let mut header = String::from("#define cuCtxCreate                         cuCtxCreate_v4\n#define CU_SOMETHING 1\n");
+        header.push_str(
+            "CUresult CUDAAPI cuInit(unsigned int Flags);\nCUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev);\n",
+        );
+        for i in 0..100 {
+            header.push_str(&format!("CUresult CUDAAPI cuNew{i}(void);\n"));
+        }
+        let h = "nvidia/cu13/include/cuda.h";
+        let l = from_member(13, "cuda", h, "cuda.h of a wheel", header.as_bytes(), &base).unwrap();
+        assert_eq!((l.major, l.soname.as_str(), l.status, l.version_node.as_deref()), (13, "libcuda.so.1", 34, None));
+        for f in ["cuInit", "cuCtxCreate", "cuCtxCreate_v4", "cuNew99", "cuOld0"] {
+            assert!(l.functions.iter().any(|g| g == f), "{f} missing: {:?}", l.functions);
+        }
+        assert!(!l.functions.iter().any(|g| g == "CU_SOMETHING"));
+        let err = format!("{:#}", from_member(13, "cublas", h, "cuda.h of a wheel", header.as_bytes(), &base).unwrap_err());
+        assert!(err.contains("not `cublas`'s"), "{err}");
+        let err = format!("{:#}", from_member(13, "cuda", h, "cuda.h of a wheel", b"int x;", &base).unwrap_err());
+        assert!(err.contains("not CUDA's cuda.h"), "{err}");
+        let err = format!("{:#}", from_member(13, "cublas", "lib/libcublas.so.13", "libcublas.so.13 of a wheel", b"not an ELF", &base).unwrap_err());
+        assert!(err.contains("libcublas.so.13 of a wheel: not a 64-bit ELF file"), "{err}");
+        let err = format!("{:#}", from_member(13, "cufft", "lib/libcufft.so.12", "x", b"", &base).unwrap_err());
+        assert!(err.contains("`cufft` is not a CUDA library kiln makes stand-ins for"), "{err}");
     }
 
     #[test]
