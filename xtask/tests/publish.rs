@@ -701,7 +701,7 @@ fn stand_ins(target: &Path) -> PathBuf {
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("kiln-candle-kernels-cudart-"))
-        .map(|e| e.path().join("out/kiln-cuda-stubs"))
+        .map(|e| e.path().join("out/kiln-cuda-stubs/run"))
         .filter(|d| d.join("libcuda.so.1").is_file())
         .map(|d| (fs::metadata(d.join("libcuda.so.1")).unwrap().modified().unwrap(), d))
         .collect();

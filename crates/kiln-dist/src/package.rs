@@ -74,6 +74,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
     let work = cache.scratch("crates")?; // removed when dropped
     let gen_root = work.join("ws");
     let manifest_json = w.manifest.to_json();
+    let link_stubs = crate::sources::cuda_link_stubs(cache, w.pins, &toolchain.cuda_stubs)?;
     let inputs = generate::Inputs {
         set,
         manifest: &w.manifest.manifest,
@@ -86,6 +87,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         ffi_rs: &ffi_rs,
         sources: &sources,
         toolchain: &toolchain,
+        link_stubs: &link_stubs,
         input_licenses: &input_licenses,
         kiln_version: env!("CARGO_PKG_VERSION"),
         provenance: &provenance,

@@ -74,6 +74,24 @@ pub fn input_licenses(cache: &Cache, set: &KernelSet) -> Result<Vec<kiln_package
     Ok(out)
 }
 
+/// The CUDA link stand-ins' table (`kiln_package::link_stubs`): CUDA 12's from
+/// the toolchain's link stubs (`stubs`), and each `[cuda_link_stubs.<major>]`
+/// library from its member of the checked wheel (matched against the wheel's
+/// RECORD). Only names, sonames and version nodes are kept: no byte of NVIDIA's
+/// libraries reaches a crate.
+pub fn cuda_link_stubs(cache: &Cache, pins: &kiln_pins::Pins, stubs: &Path) -> Result<Vec<kiln_package::link_stubs::StubLib>> {
+    use kiln_package::link_stubs;
+    let mut libs = link_stubs::read(stubs)?;
+    let toolchain = libs.clone();
+    for pin in &pins.cuda_link_stubs {
+        let what = format!("{} of {} {}", pin.member, pin.wheel.package, pin.wheel.version);
+        let bytes = wheel::member(cache, &pin.wheel, &pin.member).with_context(|| format!("[cuda_link_stubs.{}] {}: {what}", pin.major, pin.lib))?;
+        libs.push(link_stubs::from_member(pin.major, &pin.lib, &pin.member, &what, &bytes, &toolchain)?);
+    }
+    link_stubs::check_complete(&libs)?;
+    Ok(libs)
+}
+
 /// sha256 over `<sha256>  <relative path>` lines of every file below `root`, sorted by path.
 pub fn listing_sha256(root: &Path) -> Result<String> {
     let mut files = Vec::new();

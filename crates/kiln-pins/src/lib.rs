@@ -44,6 +44,23 @@ pub struct Pins {
     /// The container images (`[containers]`); optional so that pin files
     /// written before it existed still load for everything else.
     pub containers: Option<Containers>,
+    /// `[cuda_link_stubs]`: the CUDA libraries of majors beyond the toolchain's
+    /// own, whose functions, sonames and symbol versions kiln reads at
+    /// packaging to make link stand-ins of them (docs/consuming.md).
+    pub cuda_link_stubs: Vec<LinkStubPin>,
+}
+
+/// One library of `[cuda_link_stubs.<major>]`: NVIDIA's library (or, for the
+/// driver's `cuda`, its header) in a pinned wheel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkStubPin {
+    /// The CUDA major, e.g. 13.
+    pub major: u32,
+    /// The library as linked (`cublas` for `-lcublas`).
+    pub lib: String,
+    pub wheel: WheelPin,
+    /// The file in the wheel, e.g. `nvidia/cu13/lib/libcublas.so.13`.
+    pub member: String,
 }
 
 impl Pins {

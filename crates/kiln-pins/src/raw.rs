@@ -24,6 +24,19 @@ struct RawPins {
     flags: RawFlags,
     toolchain: RawToolchain,
     containers: Option<crate::containers::RawContainers>,
+    /// `[cuda_link_stubs.<major>]`: per library, the wheel member its stand-in is read from.
+    #[serde(default)]
+    cuda_link_stubs: BTreeMap<S<String>, BTreeMap<String, S<RawStubPin>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStubPin {
+    pypi: String,
+    version: String,
+    url: S<String>,
+    sha256: S<String>,
+    member: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -151,7 +164,31 @@ pub(crate) fn parse(file: &PathBuf, text: &str) -> Result<Pins, PinError> {
         Some(c) => Some(crate::containers::check(&cx, c, &toolchain)?),
         None => None,
     };
-    Ok(Pins { file: file.clone(), sets, targets, flags, toolchain, containers })
+    let cuda_link_stubs = check_link_stubs(&cx, raw.cuda_link_stubs)?;
+    Ok(Pins { file: file.clone(), sets, targets, flags, toolchain, containers, cuda_link_stubs })
+}
+
+/// `[cuda_link_stubs.<major>]`: a CUDA major (a number) whose every library is a
+/// pinned wheel and a member of it (a relative path).
+fn check_link_stubs(cx: &Ctx, raw: BTreeMap<S<String>, BTreeMap<String, S<RawStubPin>>>) -> Result<Vec<crate::LinkStubPin>, PinError> {
+    let mut out = Vec::new();
+    for (major, libs) in raw {
+        let m = major.get_ref().parse::<u32>().ok().filter(|m| (1..=99).contains(m));
+        let Some(m) = m else {
+            return Err(cx.err(&major, format!("`[cuda_link_stubs.{}]`: not a CUDA major version (a number, e.g. 13)", major.get_ref())));
+        };
+        for (lib, pin) in libs {
+            let pin = pin.into_inner();
+            if !crate::sets::relative_path(pin.member.get_ref()) {
+                return Err(cx.err(&pin.member, format!("`{}` is not a path inside the wheel", pin.member.get_ref())));
+            }
+            let member = pin.member.get_ref().clone();
+            let what = format!("cuda_link_stubs.{m}.{lib}");
+            let wheel = check_wheel(cx, RawWheelPin { pypi: pin.pypi, version: pin.version, url: pin.url, sha256: pin.sha256 }, &what)?;
+            out.push(crate::LinkStubPin { major: m, lib, wheel, member });
+        }
+    }
+    Ok(out)
 }
 
 /// `hip_force_include`: each a header of kiln's `kernels/hip` (a relative path).

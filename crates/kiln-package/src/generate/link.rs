@@ -70,7 +70,12 @@ pub fn cudart(g: &Gen) -> Result<Crate> {
     let files = g.inp.toolchain;
     let data = fs::read(&files.cudart_static).with_context(|| format!("cannot read {}", files.cudart_static.display()))?;
     let lib = format!("{}_cudart", lib_name(main));
-    let link_stubs = crate::link_stubs::read(&files.cuda_stubs)?;
+    // CUDA 12's (the toolchain's stubs) and each pinned further major's, read by the dist.
+    let link_stubs = g.inp.link_stubs;
+    crate::link_stubs::check_complete(link_stubs)?;
+    if link_stubs.is_empty() {
+        bail!("no CUDA link stand-ins to package: the dist reads them from the toolchain's stubs and [cuda_link_stubs]");
+    }
     let lib_crate = LinkCrate {
         name: &name,
         lib: &lib,
@@ -81,7 +86,7 @@ pub fn cudart(g: &Gen) -> Result<Crate> {
         system_libs: &["rt", "pthread", "dl"],
         depends_on: &[],
         license: "",
-        link_stubs: &link_stubs,
+        link_stubs,
     };
     write_crate_as(g, &dir, &lib_crate, main, version)?;
     g.licenses(&dir)?;
@@ -132,6 +137,8 @@ fn write_crate_as(g: &Gen, dir: &Path, c: &LinkCrate, main: &str, version: &str)
         ),
     )?;
     write(&dir.join("build.rs"), g.template("link/build.rs")?)?;
+    // The CUDA link stand-ins, one self-contained file (it does nothing where the table is empty).
+    write(&dir.join("src/stubs.rs"), g.template("link/stubs.rs")?)?;
     // The one bounded reader, the main crate's own (the build script includes it).
     write(&dir.join("src/inflate.rs"), g.template("main/src/inflate.rs")?)?;
     // rustc links only the crates a crate names: without the `extern crate`,

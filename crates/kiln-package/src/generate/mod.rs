@@ -55,6 +55,9 @@ pub struct Inputs<'a> {
     pub ffi_rs: &'a Path,
     pub sources: &'a Sources,
     pub toolchain: &'a ToolchainFiles,
+    /// The CUDA link stand-ins' table, every major ([`crate::link_stubs`]): the
+    /// toolchain's stubs' and those of `[cuda_link_stubs]`, read by the dist.
+    pub link_stubs: &'a [crate::link_stubs::StubLib],
     /// Licences of the set's pinned inputs (CUTLASS's), which the static
     /// library's part crates carry beside kiln's own.
     pub input_licenses: &'a [LicenseText],
