@@ -139,6 +139,8 @@ fn write_crate_as(g: &Gen, dir: &Path, c: &LinkCrate, main: &str, version: &str)
     write(&dir.join("build.rs"), g.template("link/build.rs")?)?;
     // The CUDA link stand-ins, one self-contained file (it does nothing where the table is empty).
     write(&dir.join("src/stubs.rs"), g.template("link/stubs.rs")?)?;
+    // The library's CPU against the build's target, before anything links.
+    write(&dir.join("src/host.rs"), g.template("link/host.rs")?)?;
     // The one bounded reader, the main crate's own (the build script includes it).
     write(&dir.join("src/inflate.rs"), g.template("main/src/inflate.rs")?)?;
     // rustc links only the crates a crate names: without the `extern crate`,

@@ -8,6 +8,8 @@ include!("src/link.rs");
 include!("src/inflate.rs");
 // The CUDA link stand-ins (`KILN_CUDA_LINK_STUBS=1`), made from the table in src/link.rs.
 include!("src/stubs.rs");
+// Which CPU the library's code is for.
+include!("src/host.rs");
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -18,6 +20,12 @@ fn main() {
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     if hex != SHA256 {
         panic!("{PAYLOAD}: sha256 {hex}, expected {SHA256}: the packaged static library is damaged");
+    }
+    let lib_arch = library_arch(&bytes).unwrap_or_else(|e| panic!("{PAYLOAD}: {e}: the packaged static library is damaged"));
+    let target_arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let target = env::var("TARGET").unwrap_or_default();
+    if let Some(why) = host_mismatch(env!("CARGO_PKG_NAME"), LIB, &lib_arch, &target_arch, &target) {
+        panic!("{why}");
     }
     fs::write(out.join(format!("lib{LIB}.a")), &bytes).expect("write the static library to OUT_DIR");
     println!("cargo:rustc-link-search=native={}", out.display());
