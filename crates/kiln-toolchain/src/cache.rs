@@ -100,6 +100,15 @@ impl Cache {
                 foreign.join(", ")
             );
         }
+        // Its top-level names being kiln's areas proves nothing: what is in them must be of kiln's forms too.
+        if let Some(name) = self.first_foreign_name()? {
+            anyhow::bail!(
+                "refusing to mark {} as kiln's cache: {} is no name kiln gives there (it may be a file of yours), and a \
+                 marked cache is cleaned name by name. Move it out, or point {ENV} at a new, empty folder instead",
+                self.root.display(),
+                self.root.join(name).display()
+            );
+        }
         KEPT.adopt(&self.root)?;
         self.marked = true;
         Ok(())
@@ -326,19 +335,63 @@ impl Cache {
         self.root.join(FAILED).join(format!("{}.log", plain_name(name)))
     }
 
-    /// Whether `name`, in `damaged/` or `failed/`, is one kiln gives there
-    /// ([`Cache::move_aside`], [`Cache::failed_log`]): only those are ever removed.
+    /// Whether `name`, in the cache's `area` (a name of [`AREAS`], or
+    /// [`PACKAGES`]), is of a form kiln gives there: what [`Cache::move_aside`]
+    /// and [`Cache::failed_log`] name in `damaged/` and `failed/`,
+    /// `<sha256>.deb` (and a download's `.kiln-download-*`), a job or package
+    /// key, a toolchain identity, `<crate>-<version>-<16 hex>` in `sources/`,
+    /// a scratch folder or its lock in `tmp/`, a plan record. Cleaning
+    /// (`cache gc`, `cache verify --repair`) removes only such names;
+    /// `cache mark` refuses a folder holding any other name in an area kiln
+    /// cleans. An area kiln never removes from (`wheels/`, `tools/`, the
+    /// `fetch/` of older kilns) has no forms here.
     pub fn names_its_own(area: &str, name: &str) -> bool {
         let plain = |s: &str| !s.is_empty() && s.chars().all(plain_char);
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let download = |s: &str| s.strip_prefix(".kiln-download-").is_some_and(plain);
         match area {
             DAMAGED => {
                 let mut parts = name.rsplitn(3, '.');
-                matches!((parts.next(), parts.next(), parts.next()), (Some(n), Some(pid), Some(label)) if digits(n) && digits(pid) && plain(label))
+                // What kiln moves aside: a store entry (its key), packaged crates (`packages-<key>`),
+                // a tools/ folder (`<name>-<16 hex>...`), an unpacked source crate (`source-...`).
+                let labelled = |label: &str| {
+                    hex(label, 64)
+                        || label.strip_prefix("packages-").is_some_and(|k| hex(k, 64))
+                        || label.starts_with("source-")
+                        || label.split('-').skip(1).any(|part| hex(part, 16))
+                };
+                matches!((parts.next(), parts.next(), parts.next()), (Some(n), Some(pid), Some(label)) if digits(n) && digits(pid) && plain(label) && labelled(label))
             }
             FAILED => name.strip_suffix(".log").is_some_and(plain),
+            DEBS => name.strip_suffix(".deb").is_some_and(|h| hex(h, 64)) || download(name),
+            "bundles" => name.strip_suffix(".hipfb").is_some_and(|h| hex(h, 64)),
+            TOOLCHAINS | PACKAGES => hex(name, 64),
+            SOURCES => name.rsplit_once('-').is_some_and(|(crate_version, h)| hex(h, 16) && plain(crate_version) && crate_version.contains('-')),
+            OBJECTS => name == "packages" || hex(name, 2),
+            TMP => scratch_of_lock(name).is_some() || scratch_of_lock(&format!("{name}.lock")).is_some(),
+            PLANS => {
+                let record = name.split_once(".json").map(|(id, rest)| (id, rest.strip_prefix('.').unwrap_or(rest)));
+                record.is_some_and(|(id, pid)| hex(id, 16) && (pid.is_empty() || digits(pid)))
+            }
             _ => false,
         }
+    }
+
+    /// The first name in an area kiln cleans that is of no form kiln gives
+    /// there ([`Cache::names_its_own`]), as `area/name`: a folder holding one
+    /// is not kiln's cache, whatever its top-level names.
+    pub fn first_foreign_name(&self) -> Result<Option<String>> {
+        for area in [DEBS, "bundles", TOOLCHAINS, PACKAGES, SOURCES, OBJECTS, TMP, PLANS, DAMAGED, FAILED] {
+            let dir = self.root.join(area);
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            let mut names: Vec<String> = rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            names.sort();
+            if let Some(n) = names.into_iter().find(|n| !Cache::names_its_own(area, n)) {
+                return Ok(Some(format!("{area}/{n}")));
+            }
+        }
+        Ok(None)
     }
 }
 
