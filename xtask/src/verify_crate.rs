@@ -18,9 +18,8 @@ pub fn run(pins_path: &Path, v: flags::VerifyCrate) -> Result<()> {
         let file_name = path.file_name().map_or(v.krate.clone(), |n| n.to_string_lossy().into_owned());
         (bytes, path.display().to_string(), file_name, path.parent().map(|d| d.join(attest::FILE)))
     } else {
-        let Some((name, version)) = v.krate.split_once('@') else {
-            bail!("`{}` is neither a .crate file nor NAME@VERSION (e.g. kiln-candle-kernels-sm90@0.11.1+kiln.1)", v.krate)
-        };
+        let (name, version) = kiln_publish::registry::name_at_version(&v.krate, "verify-crate's CRATE")?;
+        let (name, version) = (name.as_str(), version.as_str());
         let lookup = kiln_publish::registry::Lookup::from_process()?;
         let registry = kiln_publish::registry::Registry::resolve(&v.registry, &lookup)?;
         crate::say(format!("downloading {name} {version} from registry `{}` ({})", registry.name, registry.index));

@@ -131,6 +131,11 @@ impl Listing {
     /// Every entry of `dir` (the marker aside) against this listing: the
     /// first that it does not list, or lists otherwise, and why.
     fn first_foreign(&self, dir: &Path) -> Result<Option<(PathBuf, String)>> {
+        self.first_foreign_but(dir, &[])
+    }
+
+    /// [`Listing::first_foreign`], the relative paths `skip` aside.
+    fn first_foreign_but(&self, dir: &Path, skip: &[&str]) -> Result<Option<(PathBuf, String)>> {
         let parents: BTreeSet<String> = self
             .entries
             .keys()
@@ -151,7 +156,7 @@ impl Listing {
                 let path = folder.join(&name);
                 let Some(name) = name.to_str() else { return Ok(Some((path, "its name is not UTF-8: kiln never writes such a name".into()))) };
                 let child = if rel.is_empty() { name.to_string() } else { format!("{rel}/{name}") };
-                if rel.is_empty() && (name == MARKER || is_marker_tmp(name) || self.names(name)) {
+                if rel.is_empty() && (name == MARKER || is_marker_tmp(name) || self.names(name)) || skip.contains(&child.as_str()) {
                     continue;
                 }
                 let meta = fs::symlink_metadata(&path).with_context(|| format!("cannot look at {}", path.display()))?;
@@ -342,6 +347,27 @@ impl Owner {
         write_whole(&dir.join(MARKER), &self.marker_text(&listing))?;
         Ok(dir.to_path_buf())
     }
+}
+
+/// Adds `added` (paths relative to `dir`, just written there by a kiln
+/// command: `sign`'s attestation) to the listing of `dir`, a folder sealed
+/// by [`Owner::seal`], so that the command that replaces it still finds it
+/// whole. Only when everything else in `dir` is what its marker lists;
+/// returns whether it did (a folder kiln cannot prove is its own is left
+/// as it is: nothing of a user's is ever added to a listing).
+pub fn reseal(dir: &Path, added: &[&str]) -> Result<bool> {
+    let marker = dir.join(MARKER);
+    if !fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file()) {
+        return Ok(false);
+    }
+    let text = fs::read_to_string(&marker).with_context(|| format!("cannot read {}", marker.display()))?;
+    let Ok(Some(listing)) = Listing::parse(&text, &marker) else { return Ok(false) };
+    if listing.entries.values().any(|l| *l == Listed::Name) || listing.first_foreign_but(dir, added)?.is_some() {
+        return Ok(false);
+    }
+    let head = &text[..text.find(&format!("\n{LISTING}\n")).map_or(0, |at| at + 1)];
+    write_whole(&marker, &format!("{head}{}", list_tree(dir)?.render()))?;
+    Ok(true)
 }
 
 /// Writes `path` whole or not at all: a new file beside it (created
@@ -561,6 +587,23 @@ mod tests {
                 fs::copy(e.path(), to.join(e.file_name())).unwrap();
             }
         }
+    }
+
+    #[test]
+    fn a_file_a_kiln_command_adds_to_a_sealed_folder_is_listed_but_never_a_users() {
+        let d = scratch("reseal");
+        let dist = d.join("dist");
+        sealed_dist(&dist);
+        fs::write(dist.join("cuda/attestation.jsonl"), "signed").unwrap();
+        assert!(DIST.claim(&dist).is_err());
+        assert!(reseal(&dist, &["cuda/attestation.jsonl"]).unwrap());
+        assert_eq!(DIST.claim(&dist).unwrap(), Found::Ours);
+        // A user's file next to it is never listed.
+        fs::write(dist.join("thesis.pdf"), "x").unwrap();
+        fs::write(dist.join("cuda/attestation.jsonl"), "signed again").unwrap();
+        assert!(!reseal(&dist, &["cuda/attestation.jsonl"]).unwrap());
+        assert!(format!("{:#}", DIST.claim(&dist).unwrap_err()).contains("thesis.pdf"));
+        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
