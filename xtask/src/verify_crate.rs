@@ -34,7 +34,10 @@ pub fn run(pins_path: &Path, v: flags::VerifyCrate) -> Result<()> {
         attest::Verdict::Absent => "no signature checked: no attestation given or beside the crate (docs/signing.md)".to_string(),
     };
     crate::say(format!("{what}: {signature}"));
-    let scratch = tempfile::Builder::new().prefix("kiln-verify-crate-").tempdir().context("cannot make a temporary folder")?;
+    // The rebuild's folder: a scratch folder of the cache, removed on an error and on SIGINT/SIGTERM,
+    // and, held by its lock while this runs, by the next run or `cache gc` after a SIGKILL.
+    kiln_toolchain::cache::remove_scratch_on_signal()?;
+    let scratch = kiln_toolchain::Cache::from_env()?.scratch("verify-crate")?;
     let verdict = kiln_dist::verify_crate::check(&pins, &root, &bytes, &what, scratch.path(), &|l| crate::say(l))?;
     if verdict.reproduced {
         println!(

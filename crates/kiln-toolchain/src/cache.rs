@@ -183,7 +183,10 @@ impl Cache {
             };
             lock.lock().with_context(|| format!("cannot lock {}", lock_path.display()))?;
             match fs::create_dir(&dir) {
-                Ok(()) => return Ok(Scratch { dir, lock_path, _lock: lock }),
+                Ok(()) => {
+                    on_signal::register(&dir, &lock_path);
+                    return Ok(Scratch { dir, lock_path, _lock: lock });
+                }
                 Err(e) => {
                     fs::remove_file(&lock_path).ok();
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -253,12 +256,92 @@ impl AsRef<std::ffi::OsStr> for Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        on_signal::unregister(&self.dir);
         if fs::symlink_metadata(&self.dir).is_ok() {
             fs::remove_dir_all(&self.dir).ok();
         }
         // Still locked: no cleaner removes the folder of a new scratch of this name.
         fs::remove_file(&self.lock_path).ok();
     }
+}
+
+/// Scratch folders removed when the process is stopped by SIGINT or SIGTERM
+/// ([`remove_scratch_on_signal`]), as they are on an error (their `Drop`).
+mod on_signal {
+    use std::{
+        io::Read,
+        os::fd::FromRawFd,
+        path::{Path, PathBuf},
+        sync::{
+            atomic::{AtomicI32, Ordering},
+            Mutex, Once,
+        },
+    };
+
+    /// The live scratch folders of this process and their lock files.
+    static LIVE: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+    /// The write end of the pipe the handler tells the signal on.
+    static PIPE: AtomicI32 = AtomicI32::new(-1);
+    static INSTALL: Once = Once::new();
+
+    pub fn register(dir: &Path, lock: &Path) {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).push((dir.to_path_buf(), lock.to_path_buf()));
+    }
+
+    pub fn unregister(dir: &Path) {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|(d, _)| d != dir);
+    }
+
+    extern "C" fn handler(sig: libc::c_int) {
+        // Async-signal-safe: one write(2); the thread below does the rest.
+        let byte = sig as u8;
+        // SAFETY: PIPE holds an open pipe's write end once the handler is installed.
+        unsafe { libc::write(PIPE.load(Ordering::SeqCst), (&byte as *const u8).cast(), 1) };
+    }
+
+    pub fn install() -> std::io::Result<()> {
+        let mut result = Ok(());
+        INSTALL.call_once(|| {
+            let mut fds = [0; 2];
+            // SAFETY: `fds` has room for the two descriptors pipe2 returns.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                result = Err(std::io::Error::last_os_error());
+                return;
+            }
+            PIPE.store(fds[1], Ordering::SeqCst);
+            // SAFETY: fds[0] is the pipe's read end, owned by this thread from now on.
+            let mut read = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+            std::thread::spawn(move || {
+                let mut sig = [0u8; 1];
+                if read.read_exact(&mut sig).is_err() {
+                    return;
+                }
+                for (dir, lock) in LIVE.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    std::fs::remove_dir_all(dir).ok();
+                    std::fs::remove_file(lock).ok();
+                }
+                // Die of the signal, as without the handler (the status says so).
+                // SAFETY: restoring the default action and raising it again.
+                unsafe {
+                    libc::signal(libc::c_int::from(sig[0]), libc::SIG_DFL);
+                    libc::raise(libc::c_int::from(sig[0]));
+                }
+            });
+            for sig in [libc::SIGINT, libc::SIGTERM] {
+                // SAFETY: `handler` only calls write(2).
+                unsafe { libc::signal(sig, handler as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+            }
+        });
+        result
+    }
+}
+
+/// From now on, SIGINT and SIGTERM remove this process's live scratch folders
+/// ([`Cache::scratch`]) and their lock files before it dies of the signal: what
+/// `Drop` does on an error. (SIGKILL leaves them to the next run and `cache gc`,
+/// which tell them by their lock.) For commands that own the process: `verify-crate`.
+pub fn remove_scratch_on_signal() -> Result<()> {
+    on_signal::install().context("cannot set up the clean-up on SIGINT/SIGTERM")
 }
 
 impl Cache {
@@ -473,6 +556,55 @@ mod tests {
         let path = mine.to_path_buf();
         drop(mine);
         assert!(!path.exists() && !lock_path(&path).exists());
+    }
+
+    /// Issue 34: a scratch folder (verify-crate's rebuild) is removed when
+    /// the process is stopped by SIGTERM or SIGINT. The test runs itself as a
+    /// child that makes a scratch folder and waits; the control child, which
+    /// does not ask for the clean-up (what every command did before), leaves
+    /// its folder behind.
+    #[test]
+    fn scratch_is_removed_when_the_process_is_stopped_by_a_signal() {
+        if let Some(root) = std::env::var_os("KILN_TEST_SCRATCH_CHILD") {
+            if std::env::var_os("KILN_TEST_SCRATCH_CLEAN").is_some() {
+                remove_scratch_on_signal().unwrap();
+            }
+            let cache = Cache::at(PathBuf::from(root)).unwrap();
+            let s = cache.scratch("verify-crate").unwrap();
+            fs::write(s.join("half-built.rs"), "x").unwrap();
+            println!("SCRATCH {}", s.display());
+            std::thread::sleep(std::time::Duration::from_secs(30));
+            return;
+        }
+        use std::io::BufRead;
+        for (clean, sig) in [(true, libc::SIGTERM), (true, libc::SIGINT), (false, libc::SIGTERM)] {
+            let root = tempfile::tempdir().unwrap();
+            let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+            cmd.args(["--exact", "cache::tests::scratch_is_removed_when_the_process_is_stopped_by_a_signal", "--nocapture"])
+                .env("KILN_TEST_SCRATCH_CHILD", root.path())
+                .stdout(std::process::Stdio::piped());
+            if clean {
+                cmd.env("KILN_TEST_SCRATCH_CLEAN", "1");
+            }
+            let mut child = cmd.spawn().unwrap();
+            let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+            let dir = loop {
+                let line = lines.next().expect("the child printed its scratch folder").unwrap();
+                if let Some(d) = line.strip_prefix("SCRATCH ") {
+                    break PathBuf::from(d);
+                }
+            };
+            assert!(dir.is_dir());
+            // SAFETY: signalling the child this test started.
+            assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+            let status = child.wait().unwrap();
+            assert!(!status.success(), "the child dies of the signal");
+            if clean {
+                assert!(!dir.exists() && !lock_path(&dir).exists(), "signal {sig}: the scratch folder was left");
+            } else {
+                assert!(dir.exists(), "control: without the clean-up, the folder stays (the old behaviour)");
+            }
+        }
     }
 
     #[test]
