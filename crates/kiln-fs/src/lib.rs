@@ -247,7 +247,7 @@ impl Owner {
             Reuse::FilledInPlace => "kiln writes its own files here again when that command runs again, and removes\nnothing else; it does so only while the folder holds nothing but the names listed below",
         };
         format!(
-            "{}\n\n{what}. Remove this file to keep kiln from ever writing here (it will then\nrefuse to use the folder).\n\n{}",
+            "{}\n\n{what}.\nRemove this file to keep kiln from ever writing here (it will then refuse to use\nthe folder).\n\n{}",
             self.marker_line(),
             listing.render()
         )
