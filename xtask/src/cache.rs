@@ -21,10 +21,14 @@ pub fn run(action: CacheAction) -> Result<()> {
             println!("{:>12}  total in {}", mb(sizes.iter().map(|(_, b)| b).sum()), cache.root().display());
         }
         CacheAction::Verify { repair } => {
-            let (checked, damaged) = cache_admin::verify(&cache, repair)?;
-            for d in &damaged {
+            let v = cache_admin::verify(&cache, repair)?;
+            for d in &v.damaged {
                 println!("damaged: {} ({})", d.why, d.path.display());
             }
+            for name in &v.foreign {
+                println!("not checked, kept: {name} is no name kiln gives there (yours? move it out of {})", cache.root().display());
+            }
+            let (checked, damaged) = (v.checked, v.damaged);
             if damaged.is_empty() {
                 println!("{}: {checked} entries and downloads checked, none damaged", cache.root().display());
             } else if repair {
@@ -41,6 +45,9 @@ pub fn run(action: CacheAction) -> Result<()> {
             let freed = cache_admin::gc(&cache)?;
             for (what, bytes) in &freed.items {
                 println!("removed {what} ({})", mb(*bytes));
+            }
+            for name in &freed.kept {
+                println!("kept {name}: no name kiln gives there (yours? move it out of {})", cache.root().display());
             }
             println!("freed {} in {}", mb(freed.bytes()), cache.root().display());
         }

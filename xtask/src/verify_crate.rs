@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use kiln_manifest::shown;
 use kiln_publish::attest;
@@ -19,9 +19,8 @@ pub fn run(pins_path: &Path, v: flags::VerifyCrate) -> Result<()> {
         let file_name = path.file_name().map_or(v.krate.clone(), |n| n.to_string_lossy().into_owned());
         (bytes, path.display().to_string(), file_name, path.parent().map(|d| d.join(attest::FILE)))
     } else {
-        let Some((name, version)) = v.krate.split_once('@') else {
-            bail!("`{}` is neither a .crate file nor NAME@VERSION (e.g. kiln-candle-kernels-sm90@0.11.1+kiln.1)", shown(&v.krate))
-        };
+        let (name, version) = kiln_publish::registry::name_at_version(&v.krate, "verify-crate's CRATE")?;
+        let (name, version) = (name.as_str(), version.as_str());
         let lookup = kiln_publish::registry::Lookup::from_process()?;
         let registry = kiln_publish::registry::Registry::resolve(&v.registry, &lookup)?;
         let bytes = {
@@ -45,7 +44,10 @@ pub fn run(pins_path: &Path, v: flags::VerifyCrate) -> Result<()> {
         attest::Verdict::Absent => "no signature checked: no attestation given or beside the crate (docs/signing.md)".to_string(),
     };
     crate::say(format!("{what}: {signature}"));
-    let scratch = tempfile::Builder::new().prefix("kiln-verify-crate-").tempdir().context("cannot make a temporary folder")?;
+    // The rebuild's folder: a scratch folder of the cache, removed on an error and on SIGINT/SIGTERM,
+    // and, held by its lock while this runs, by the next run or `cache gc` after a SIGKILL.
+    kiln_toolchain::cache::remove_scratch_on_signal()?;
+    let scratch = kiln_toolchain::Cache::from_env()?.scratch("verify-crate")?;
     let opt_in = v.rebuild_opt_in_set;
     let verdict = kiln_dist::verify_crate::check_with(&pins, &root, &bytes, &what, scratch.path(), opt_in, &|l| crate::say(l))?;
     if verdict.reproduced {

@@ -1,7 +1,8 @@
 //! kiln cleans only a cache it can tell is its own (issue 26 item 5): a
 //! folder without kiln's marker is used but nothing in it is removed, and
 //! `cache gc` / `cache verify --repair` refuse it; `cache mark` takes the
-//! user's word for a folder that holds only what kiln writes there.
+//! user's word for a folder that holds only what kiln writes there: its
+//! areas at the top, and in each only names of the forms kiln gives there.
 
 mod common;
 
@@ -37,8 +38,20 @@ fn cache_gc_refuses_a_folder_kiln_cannot_tell_is_its_own_and_removes_nothing() {
     // A cache an older kiln made: the user says it is kiln's, then gc cleans
     // what kiln named there, and only that.
     fs::remove_file(user.join("holiday.jpg")).unwrap();
+    // Nor while an area holds a name kiln never gives there (issue 34).
+    let (ok, out) = cache_cmd(&user, &["mark"]);
+    assert!(!ok && out.contains("damaged/report.txt") && !user.join(".kiln-owned").exists(), "{out}");
+    let aside = root.path().join("aside");
+    fs::create_dir_all(&aside).unwrap();
+    for (i, f) in theirs[1..3].iter().enumerate() {
+        fs::rename(user.join(f), aside.join(i.to_string())).unwrap();
+    }
     let (ok, out) = cache_cmd(&user, &["mark"]);
     assert!(ok && user.join(".kiln-owned").is_file(), "{out}");
+    // The user's files that come back later are kept by gc.
+    for (i, f) in theirs[1..3].iter().enumerate() {
+        fs::rename(aside.join(i.to_string()), user.join(f)).unwrap();
+    }
     fs::create_dir_all(user.join("tmp/job.7.0")).unwrap();
     fs::write(user.join("tmp/job.7.0.lock"), "").unwrap();
     fs::create_dir_all(user.join(format!("damaged/{}.7.0", "ab".repeat(32)))).unwrap();

@@ -78,7 +78,7 @@ fn cache_verify_skips_stray_files_in_objects_and_removes_none_of_them() {
     fs::write(&strays[0], "mine").unwrap();
     fs::write(&strays[1], "mine too").unwrap();
     fs::create_dir_all(&strays[2]).unwrap();
-    let (checked, damaged) = cache_admin::verify(&cache, true).unwrap();
+    let cache_admin::Verified { checked, damaged, .. } = cache_admin::verify(&cache, true).unwrap();
     assert_eq!((checked, damaged.len()), (0, 0), "{damaged:?}");
     assert!(strays.iter().all(|s| s.exists()), "cache verify --repair removed a file kiln did not make");
 }
@@ -98,7 +98,7 @@ fn cache_verify_reports_a_fifo_in_an_entry_or_among_downloads_without_opening_it
     fs::write(entry.join(kiln_build::store::SHA256_FILE), &key).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let c = cache.clone();
-    std::thread::spawn(move || tx.send(cache_admin::verify(&c, false).map(|(_, d)| d).map_err(|e| format!("{e:#}"))).unwrap());
+    std::thread::spawn(move || tx.send(cache_admin::verify(&c, false).map(|v| v.damaged).map_err(|e| format!("{e:#}"))).unwrap());
     let damaged = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("cache verify opened a FIFO and hung").unwrap();
     assert_eq!(damaged.len(), 2, "{damaged:?}");
     assert!(damaged.iter().all(|d| d.why.contains("not a regular file")), "{damaged:?}");

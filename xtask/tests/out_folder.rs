@@ -39,6 +39,36 @@ fn dist_refuses_an_out_folder_it_did_not_write() {
     assert!(!ok && err.contains("did not write"), "{err}");
 }
 
+/// Issue 34: a folder of the user's holding a dist's `manifest.json`, or the
+/// whole of a dist folder copied in with its `.kiln-owned` (`cp -r`), is not
+/// a dist folder: refused before any download, naming a file of the user's
+/// (before: replaced whole, rc 0, the user's files gone).
+#[test]
+fn dist_refuses_a_users_folder_holding_a_copied_manifest_or_marker() {
+    let tmp = scratch("copied");
+    let d = tmp.path();
+    let cache = d.join("cache");
+    let written = d.join("dist");
+    fs::create_dir_all(&written).unwrap();
+    fs::write(written.join("manifest.json"), "{}").unwrap();
+    kiln_dist::output::OWNER.seal(&written).unwrap();
+    for copied in [&["manifest.json"][..], &["manifest.json", ".kiln-owned"]] {
+        let mine = d.join(format!("mine-{}", copied.len()));
+        fs::create_dir_all(mine.join("photos")).unwrap();
+        fs::write(mine.join("photos/beach.jpg"), "mine").unwrap();
+        fs::write(mine.join("thesis.tex"), "mine").unwrap();
+        for f in copied {
+            fs::copy(written.join(f), mine.join(f)).unwrap();
+        }
+        let (ok, err) = dist(&["--out", mine.to_str().unwrap()], &cache);
+        assert!(!ok && err.contains(&mine.display().to_string()) && err.contains("refusing"), "{err}");
+        assert!(copied.len() == 1 || err.contains("photos"), "the first foreign file is named: {err}");
+        assert_eq!(fs::read_to_string(mine.join("thesis.tex")).unwrap(), "mine");
+        assert_eq!(fs::read_to_string(mine.join("photos/beach.jpg")).unwrap(), "mine");
+        assert!(!cache.join("debs").exists(), "the check must come before any download");
+    }
+}
+
 #[test]
 fn zero_jobs_is_refused_with_a_reason() {
     let tmp = scratch("jobs");

@@ -75,7 +75,7 @@ const BUILD_SIDE: &[&str] = &["kiln-build", "kiln-toolchain", "kiln-dist"];
 const LEAVES: &[(&str, &[&str])] = &[
     ("kiln-target", &["serde"]),
     ("kiln-manifest", &["kiln-target", "serde", "serde_json", "sha2"]),
-    ("kiln-fs", &["anyhow"]),
+    ("kiln-fs", &["anyhow", "kiln-manifest", "sha2"]),
     ("kiln-http", &["base64", "sha2", "tempfile", "ureq"]),
 ];
 

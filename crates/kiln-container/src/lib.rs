@@ -235,13 +235,18 @@ pub fn build(cache: &Cache, pins: &Pins, outputs: &Outputs, say: &(dyn Fn(String
 }
 
 /// The container output folder's owner: `--out` may name only a folder that
-/// `cargo xtask container` wrote, or an empty one (the image in it is replaced).
+/// holds nothing but what `cargo xtask container` writes there (its marker
+/// lists the builder's `<name>.rootfs.tar` and `<name>.oci`), or an empty one
+/// (the image in it is replaced).
 pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask container", flag: "--out", reuse: kiln_fs::Reuse::FilledInPlace };
 
 /// Where `cargo xtask container` writes the builder inside `out`, once `out`
 /// is known to be (or made) a container output folder: never a user's folder.
 pub fn default_outputs(out: &Path, pins: &Pins) -> Result<Outputs> {
     let name = &containers(pins)?.builder.name;
-    OWNER.claim_and_mark(out, |_| false)?;
-    Ok(Outputs { rootfs: Some(out.join(format!("{name}.rootfs.tar"))), oci: Some(out.join(format!("{name}.oci"))) })
+    let (rootfs, oci) = (format!("{name}.rootfs.tar"), format!("{name}.oci"));
+    // And what they are written into before a rename puts them in place.
+    let (rootfs_tmp, oci_tmp) = (format!("{rootfs}.part"), format!("{oci}.part"));
+    OWNER.claim_and_mark(out, &[&rootfs, &oci, &rootfs_tmp, &oci_tmp])?;
+    Ok(Outputs { rootfs: Some(out.join(rootfs)), oci: Some(out.join(oci)) })
 }

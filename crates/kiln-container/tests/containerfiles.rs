@@ -96,3 +96,25 @@ fn the_builder_carries_every_pinned_wheel_once_and_points_kiln_at_them() {
     let shas: Vec<&str> = kiln_container::builder_wheels(&same).iter().map(|w| w.sha256.as_str()).collect();
     assert_eq!(shas, [ptxas.sha256.as_str()]);
 }
+
+/// Issue 34: `container --out` on a folder of the user's holding a copied
+/// marker of an earlier `container --out` is refused before anything is
+/// written, naming the user's file (before: the copied marker was trusted);
+/// a folder holding only what the command writes there is reused.
+#[test]
+fn container_out_refuses_a_copied_marker_next_to_a_users_files() {
+    let pins = Pins::load(&repo().join("pins.toml")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let outputs = kiln_container::default_outputs(&out, &pins).unwrap();
+    let rootfs = outputs.rootfs.unwrap();
+    std::fs::write(&rootfs, "a root filesystem").unwrap();
+    kiln_container::default_outputs(&out, &pins).expect("the command's own folder is reused");
+    let user = tmp.path().join("user");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::copy(out.join(".kiln-owned"), user.join(".kiln-owned")).unwrap();
+    std::fs::write(user.join("tax-return.pdf"), "the user's").unwrap();
+    let e = format!("{:#}", kiln_container::default_outputs(&user, &pins).unwrap_err());
+    assert!(e.contains("tax-return.pdf") && e.contains("--out"), "{e}");
+    assert_eq!(std::fs::read_to_string(user.join("tax-return.pdf")).unwrap(), "the user's");
+}

@@ -5,8 +5,11 @@
 //! the union of the records whose checkout still exists and removes the rest.
 //! Nothing is removed from a cache without kiln's marker (`cache::KEPT`: a
 //! user's folder, or one an older kiln made, until `cargo xtask cache mark`),
-//! and in a marked one only what kiln names: entries by their key, scratch
-//! folders no run holds, and the names kiln gives in `damaged/` and `failed/`.
+//! and in a marked one only what kiln names, in each area the forms it gives
+//! there (`Cache::names_its_own`): entries by their key, `<sha256>.deb`,
+//! package keys, toolchain identities, `sources/<crate>-<version>-<16 hex>`,
+//! scratch folders no run holds, plan records, and the names kiln gives in
+//! `damaged/` and `failed/`. Any other name is kept and reported.
 
 use std::{
     collections::BTreeSet,
@@ -67,7 +70,7 @@ fn records(cache: &Cache) -> Result<Vec<(PathBuf, PlanRecord)>> {
     let mut out = Vec::new();
     let Ok(rd) = fs::read_dir(plans_dir(cache)) else { return Ok(out) };
     for e in rd.flatten() {
-        if !e.file_type().is_ok_and(|t| t.is_file()) {
+        if !e.file_type().is_ok_and(|t| t.is_file()) || !is_record_name(&e.file_name().to_string_lossy()) {
             continue; // not a record kiln wrote
         }
         let bytes = fs::read(e.path()).with_context(|| format!("cannot read {}", e.path().display()))?;
@@ -78,6 +81,11 @@ fn records(cache: &Cache) -> Result<Vec<(PathBuf, PlanRecord)>> {
         }
     }
     Ok(out)
+}
+
+/// `<16 hex>.json`: what [`record_path`] names (its temporary file aside).
+fn is_record_name(name: &str) -> bool {
+    name.ends_with(".json") && Cache::names_its_own(cache::PLANS, name)
 }
 
 fn names(dir: &Path) -> Vec<String> {
@@ -124,10 +132,27 @@ pub struct Damage {
     pub why: String,
 }
 
+/// Names in an area kiln checks or cleans that are of no form kiln gives
+/// there: never checked, never removed, reported (`area/name`).
+fn foreign(area: &str, dir: &Path) -> Vec<String> {
+    names(dir).into_iter().filter(|n| !Cache::names_its_own(area, n)).map(|n| format!("{area}/{n}")).collect()
+}
+
+/// What [`verify`] found.
+#[derive(Debug, Default)]
+pub struct Verified {
+    pub checked: usize,
+    pub damaged: Vec<Damage>,
+    /// Names of no form kiln gives in the areas it checks (`debs/notes.deb`,
+    /// `objects/packages/mine`): not checked and never removed.
+    pub foreign: Vec<String>,
+}
+
 /// Checks every entry and download against the sha256 it is named by or
-/// recorded with; with `repair`, removes what is damaged. Returns
-/// (items checked, damaged). `repair` is refused in a cache without kiln's marker.
-pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
+/// recorded with; with `repair`, removes what is damaged. Only names of
+/// kiln's forms are checked (so removed); others are reported as foreign.
+/// `repair` is refused in a cache without kiln's marker.
+pub fn verify(cache: &Cache, repair: bool) -> Result<Verified> {
     if repair {
         cache.check_cleanable()?;
     }
@@ -151,10 +176,12 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
             damaged.push(Damage { path: dir, why: format!("cache entry {key}: {why}") });
         }
     }
+    let mut foreign_names = Vec::new();
     for (area, ext) in [(cache::DEBS, ".deb"), ("bundles", ".hipfb")] {
         let dir = cache.root().join(area);
+        foreign_names.extend(foreign(area, &dir));
         for n in names(&dir) {
-            let Some(want) = n.strip_suffix(ext) else { continue };
+            let Some(want) = n.strip_suffix(ext).filter(|_| Cache::names_its_own(area, &n)) else { continue };
             checked += 1;
             match fetch::sha256_file(&dir.join(&n)) {
                 Ok(h) if h == want => {}
@@ -164,7 +191,8 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
         }
     }
     let packages = cache.packages();
-    for key in names(&packages) {
+    foreign_names.extend(foreign(cache::PACKAGES, &packages));
+    for key in names(&packages).into_iter().filter(|k| Cache::names_its_own(cache::PACKAGES, k)) {
         checked += 1;
         if let Err(e) = crate::package::verify_cached(&packages.join(&key)) {
             damaged.push(Damage { path: packages.join(&key), why: format!("packaged crates {key}: {e:#}") });
@@ -176,13 +204,16 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<(usize, Vec<Damage>)> {
             gone.with_context(|| format!("cannot remove {}", d.path.display()))?;
         }
     }
-    Ok((checked, damaged))
+    Ok(Verified { checked, damaged, foreign: foreign_names })
 }
 
 /// What `gc` removed.
 #[derive(Clone, Debug, Default)]
 pub struct Freed {
     pub items: Vec<(String, u64)>,
+    /// Names of no form kiln gives in the areas it cleans (`sources/my-thesis`,
+    /// `debs/README.txt`): kept, and reported so the user can move them.
+    pub kept: Vec<String>,
 }
 
 impl Freed {
@@ -209,6 +240,10 @@ pub fn gc(cache: &Cache) -> Result<Freed> {
     if n > 0 {
         freed.items.push((format!("{n} scratch folder(s) of interrupted runs"), bytes));
     }
+    for area in [cache::DAMAGED, cache::FAILED, cache::PLANS, cache::TMP] {
+        freed.kept.extend(foreign(area, &cache.root().join(area)));
+    }
+    let mut kept = Vec::new();
     let mut remove = |path: PathBuf, label: String| freed.remove(path, label);
     for area in [cache::DAMAGED, cache::FAILED] {
         let dir = cache.root().join(area);
@@ -251,12 +286,79 @@ pub fn gc(cache: &Cache) -> Result<Freed> {
         (cache::SOURCES, cache.sources(), &sources),
         (cache::TOOLCHAINS, cache.toolchains(), &toolchains),
     ];
-    for (label, dir, kept) in areas {
+    for (label, dir, used) in areas {
         for n in names(&dir) {
-            if !kept.contains(&n) {
+            if !Cache::names_its_own(label, &n) {
+                kept.push(format!("{label}/{n}"));
+            } else if !used.contains(&n) {
                 remove(dir.join(&n), format!("{label}/{n}"))?;
             }
         }
     }
+    freed.kept.extend(kept);
     Ok(freed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The user's files that the old rule took for kiln's: a folder whose
+    /// top-level names are the cache's areas.
+    const THEIRS: [&str; 5] =
+        ["debs/README.txt", "debs/notes.deb", "sources/my-thesis/chapter1.tex", "damaged/tax-return.2024.1", "objects/packages/mine/a.txt"];
+
+    fn write_theirs(root: &Path) {
+        for f in THEIRS {
+            fs::create_dir_all(root.join(f).parent().unwrap()).unwrap();
+            fs::write(root.join(f), "the user's").unwrap();
+        }
+    }
+
+    /// Issue 34: `cache mark` refuses a folder whose areas hold names kiln
+    /// never gives there (before: marked, since its top-level names were
+    /// kiln's), and in a marked cache `gc` and `verify --repair` remove only
+    /// names of kiln's forms, keeping and reporting the rest (before: gc
+    /// removed every name no plan record listed, repair any `.deb` or package
+    /// folder it could not verify).
+    #[test]
+    fn names_kiln_never_gives_are_refused_by_mark_and_kept_by_gc_and_repair() {
+        let root = tempfile::tempdir().unwrap();
+        let user = root.path().join("user");
+        write_theirs(&user);
+        let mut cache = Cache::at(user.clone()).unwrap();
+        let err = format!("{:#}", cache.mark().expect_err("a folder holding names kiln never gives is not marked"));
+        assert!(err.contains("debs/README.txt") && err.contains("KILN_CACHE_DIR"), "{err}");
+        assert!(!user.join(kiln_fs::MARKER).exists());
+
+        // A cache kiln made and marked, where the user later put files of theirs.
+        let cache = Cache::at(root.path().join("cache")).unwrap();
+        assert!(cache.marked());
+        let checkout = root.path().join("checkout");
+        fs::create_dir_all(&checkout).unwrap();
+        fs::write(checkout.join("pins.toml"), "").unwrap();
+        record(&cache, &PlanRecord { checkout, ..PlanRecord::default() }, "").unwrap();
+        write_theirs(cache.root());
+        let unused = [
+            cache.debs().join(format!("{}.deb", "ab".repeat(32))),
+            cache.sources().join(format!("candle-kernels-0.11.1-{}", "cd".repeat(8))),
+            cache.packages().join("ef".repeat(32)),
+        ];
+        for u in &unused {
+            fs::create_dir_all(u.parent().unwrap()).unwrap();
+            fs::write(u, "kiln's, unused").unwrap();
+        }
+        fs::write(cache.root().join("plans/my-plan.txt"), "the user's").unwrap();
+
+        let v = verify(&cache, true).unwrap();
+        assert!(v.foreign.contains(&"debs/README.txt".to_string()) && v.foreign.contains(&"objects/packages/mine".to_string()), "{:?}", v.foreign);
+        assert!(THEIRS.iter().all(|f| cache.root().join(f).is_file()), "verify --repair removed a file kiln did not make");
+        let freed = gc(&cache).unwrap();
+        assert!(THEIRS.iter().all(|f| cache.root().join(f).is_file()), "gc removed a file kiln did not make: {:?}", freed.items);
+        assert!(cache.root().join("plans/my-plan.txt").is_file());
+        for name in ["debs/README.txt", "sources/my-thesis", "damaged/tax-return.2024.1", "objects/packages/mine", "plans/my-plan.txt"] {
+            assert!(freed.kept.contains(&name.to_string()), "{name} not reported as kept: {:?}", freed.kept);
+        }
+        assert!(unused.iter().all(|u| !u.exists()), "gc keeps what no plan uses: {:?}", freed.items);
+    }
 }

@@ -1,8 +1,11 @@
 //! Publishing the dist folder: everything is written into a fresh sibling
 //! folder first and swapped in with one atomic rename, so readers (and a run
 //! that fails half-way) only ever see the old folder or the whole new one.
-//! The folder replaced must be one a dist wrote, or empty ([`OWNER`]): `--out`
-//! pointing at a user's folder is refused before anything is built.
+//! The folder replaced must be one a dist wrote, or empty ([`OWNER`]): its
+//! marker lists every file with its sha256 (sealed just before the swap), and
+//! only a folder holding nothing else is replaced. `--out` pointing at a
+//! user's folder (even one holding a copied `manifest.json` or marker) is
+//! refused before anything is built.
 
 use std::{
     fs,
@@ -10,22 +13,17 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use kiln_manifest::{Manifest, FILE_NAME};
+use kiln_manifest::FILE_NAME;
 
 use crate::collect::Collected;
 
 /// The dist folder's owner: `--out` may name only a folder a dist wrote, or an empty one.
 pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask dist", flag: "--out", reuse: kiln_fs::Reuse::ReplacedWhole };
 
-/// Fails, naming `out`, unless a dist may replace it. Dist folders written
-/// before the marker existed are recognised by their kiln manifest.
+/// Fails, naming `out` and the first file a dist did not write there,
+/// unless a dist may replace it ([`kiln_fs::Owner::claim`]).
 pub fn check(out: &Path) -> Result<kiln_fs::Found> {
-    OWNER.claim(out, is_dist)
-}
-
-fn is_dist(dir: &Path) -> bool {
-    let path = dir.join(FILE_NAME);
-    fs::read_to_string(&path).is_ok_and(|text| Manifest::from_json(&text, &path.display().to_string()).is_ok())
+    OWNER.claim(out)
 }
 
 /// A folder being written beside the one it will replace; removed unless committed.
@@ -33,17 +31,15 @@ pub struct Staged {
     pub dir: PathBuf,
     committed: bool,
     owner: kiln_fs::Owner,
-    /// Folders of this owner written before markers existed.
-    recognise: fn(&Path) -> bool,
 }
 
 impl Staged {
     /// A fresh, empty folder beside `out` (created with its parents), to be
     /// filled and then [`Staged::commit`]ted in place of `out`, which `owner` must own.
-    pub fn begin(out: &Path, owner: kiln_fs::Owner, recognise: fn(&Path) -> bool) -> Result<Staged> {
+    pub fn begin(out: &Path, owner: kiln_fs::Owner) -> Result<Staged> {
         let parent = out.parent().context("the output folder has no parent")?;
         fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-        Ok(Staged { dir: sibling(out, "new")?, committed: false, owner, recognise })
+        Ok(Staged { dir: sibling(out, "new")?, committed: false, owner })
     }
 }
 
@@ -57,7 +53,7 @@ impl Drop for Staged {
 
 /// Writes `collected` and the manifest (`manifest_json`) into a fresh folder beside `out`.
 pub fn stage(out: &Path, manifest_json: &str, collected: &[Collected]) -> Result<Staged> {
-    let staged = Staged::begin(out, OWNER, is_dist)?;
+    let staged = Staged::begin(out, OWNER)?;
     for c in collected {
         let dest = staged.dir.join(&c.artifact.path);
         fs::create_dir_all(dest.parent().unwrap())?;
@@ -65,15 +61,17 @@ pub fn stage(out: &Path, manifest_json: &str, collected: &[Collected]) -> Result
         fs::copy(&c.file, &dest).with_context(|| format!("cannot copy {} to {}", c.file.display(), dest.display()))?;
     }
     fs::write(staged.dir.join(FILE_NAME), manifest_json)?;
-    OWNER.mark(&staged.dir)?;
     Ok(staged)
 }
 
 impl Staged {
-    /// Replaces `out` with the staged folder in one step, checking again that
-    /// `out` is still this owner's folder (the build may have taken minutes).
+    /// Seals the staged folder (its marker lists every file in it, with its
+    /// sha256) and replaces `out` with it in one step, checking again that
+    /// `out` holds nothing but what this owner wrote (the build may have
+    /// taken minutes).
     pub fn commit(mut self, out: &Path) -> Result<()> {
-        self.owner.claim(out, self.recognise)?;
+        self.owner.claim(out)?;
+        self.owner.seal(&self.dir)?;
         failpoint("before-swap");
         swap_in(&self.dir, out)?;
         self.committed = true;
@@ -171,14 +169,14 @@ mod tests {
         let out = dir.join("dist");
         fs::create_dir_all(&out).unwrap();
         fs::write(out.join("old.txt"), "old").unwrap();
-        OWNER.mark(&out).unwrap();
-        let staged = Staged::begin(&out, OWNER, is_dist).unwrap();
+        OWNER.seal(&out).unwrap();
+        let staged = Staged::begin(&out, OWNER).unwrap();
         fs::write(staged.dir.join("new.txt"), "new").unwrap();
         staged.commit(&out).unwrap();
         assert!(out.join("new.txt").exists() && !out.join("old.txt").exists());
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "only the dist folder is left");
         // A staged folder that is dropped (a failed run) leaves nothing behind.
-        let abandoned = Staged::begin(&out, OWNER, is_dist).unwrap();
+        let abandoned = Staged::begin(&out, OWNER).unwrap();
         fs::write(abandoned.dir.join("half.txt"), "half").unwrap();
         drop(abandoned);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
@@ -192,7 +190,7 @@ mod tests {
         let mine = dir.join("mydir");
         fs::create_dir_all(mine.join("sub")).unwrap();
         fs::write(mine.join("sub/file.txt"), "the user's").unwrap();
-        let staged = Staged::begin(&mine, OWNER, is_dist).unwrap();
+        let staged = Staged::begin(&mine, OWNER).unwrap();
         fs::write(staged.dir.join("manifest.json"), "{}").unwrap();
         let err = format!("{:#}", staged.commit(&mine).unwrap_err());
         assert!(err.contains(&mine.display().to_string()) && err.contains("--out"), "{err}");
@@ -204,13 +202,53 @@ mod tests {
         fs::write(&file, "keep").unwrap();
         assert!(format!("{:#}", check(&file).unwrap_err()).contains("is a file"));
         assert_eq!(fs::read_to_string(&file).unwrap(), "keep");
-        // An empty folder, or a dist folder from before markers (a kiln manifest), may be replaced.
+        // An empty folder may be replaced; a manifest.json alone (kiln's or not) makes no folder a dist's.
         fs::create_dir(dir.join("empty")).unwrap();
         assert_eq!(check(&dir.join("empty")).unwrap(), kiln_fs::Found::Empty);
         let legacy = dir.join("legacy");
         fs::create_dir(&legacy).unwrap();
         fs::write(legacy.join(FILE_NAME), "not a manifest").unwrap();
         assert!(check(&legacy).is_err(), "a manifest.json that is not kiln's does not make a folder ours");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Issue 34: a folder of the user's (photos, a thesis) holding a kiln
+    /// `manifest.json` copied from target/dist, or the whole of target/dist
+    /// copied in (`cp -r`, its marker too), is not a dist folder: refused,
+    /// naming the user's file, which stays (before: replaced whole, rc 0).
+    #[test]
+    fn a_copied_manifest_or_marker_does_not_make_a_users_folder_a_dist() {
+        let dir = std::env::temp_dir().join(format!("kiln-output-copied-{}", std::process::id()));
+        fs::remove_dir_all(&dir).ok();
+        let manifest = format!(
+            r#"{{"schema":{},"kiln":"0.1.0","source":{{"crate":"candle-kernels","version":"0.11.1","sha256":"{}"}},"toolchain":{{"identity":"{}","distribution":"debian","suite":"trixie","packages":{{}},"reported":{{}}}},"targets":{{"hip":[],"code_object_version":5,"cuda_ptx":[],"cuda_sass":[]}},"artifacts":[]}}"#,
+            kiln_manifest::SCHEMA,
+            "ab".repeat(32),
+            "cd".repeat(32)
+        );
+        // A real dist folder, as a dist writes it.
+        let dist = dir.join("dist");
+        stage(&dist, &manifest, &[]).unwrap().commit(&dist).unwrap();
+        assert_eq!(check(&dist).unwrap(), kiln_fs::Found::Ours);
+        let with_manifest = dir.join("with-manifest");
+        let with_marker = dir.join("with-marker");
+        for user in [&with_manifest, &with_marker] {
+            fs::create_dir_all(user.join("photos")).unwrap();
+            fs::write(user.join("photos/beach.jpg"), "the user's photo").unwrap();
+            fs::write(user.join("thesis.tex"), "the user's thesis").unwrap();
+        }
+        fs::copy(dist.join(FILE_NAME), with_manifest.join(FILE_NAME)).unwrap();
+        for e in fs::read_dir(&dist).unwrap().flatten() {
+            fs::copy(e.path(), with_marker.join(e.file_name())).unwrap();
+        }
+        for user in [&with_manifest, &with_marker] {
+            let err = format!("{:#}", check(user).expect_err("a user's folder with a copied manifest or marker is not a dist"));
+            assert!(err.contains(&user.display().to_string()) && (err.contains("did not write") || err.contains("not in the listing")), "{err}");
+            let staged = Staged::begin(user, OWNER).unwrap();
+            assert!(staged.commit(user).is_err());
+            assert_eq!(fs::read_to_string(user.join("thesis.tex")).unwrap(), "the user's thesis");
+            assert_eq!(fs::read_to_string(user.join("photos/beach.jpg")).unwrap(), "the user's photo");
+        }
         fs::remove_dir_all(dir).unwrap();
     }
 }

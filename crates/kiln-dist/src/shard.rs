@@ -229,7 +229,7 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
 /// The part folder `out`: every built job's output (a copy: nothing done to
 /// the part may reach the cache) and `part.json`, staged and then put in place.
 fn write_part(tools: &Provisioned, out: &Path, spec: Spec, plan: &ShardPlan, estimated: u64, built: &[(Job, kiln_build::Built)]) -> Result<Part> {
-    let staged = Staged::begin(out, part::OWNER, |d| d.join(part::FILE_NAME).is_file())?;
+    let staged = Staged::begin(out, part::OWNER)?;
     let store = kiln_build::store::Store::new(&tools.cache);
     let mut part_jobs = Vec::new();
     for (job, b) in built {
@@ -251,7 +251,6 @@ fn write_part(tools: &Provisioned, out: &Path, spec: Spec, plan: &ShardPlan, est
     }
     let part = Part::new(spec, plan.identity.clone(), estimated, part_jobs);
     std::fs::write(staged.dir.join(part::FILE_NAME), part.to_json()).with_context(|| format!("cannot write {}", part::FILE_NAME))?;
-    part::OWNER.mark(&staged.dir)?;
     output::failpoint("part-staged");
     staged.commit(out)?;
     Ok(part)

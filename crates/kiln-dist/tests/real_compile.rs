@@ -201,7 +201,7 @@ fn cache_verify_finds_damage_and_gc_keeps_only_what_a_recorded_plan_uses() {
     let dir = temp("rc-gc");
     let cache = Cache::at(dir.join("cache")).unwrap();
     let built = build(&runner, &pins, &repo().join("kernels/probe"), &repo().join("kernels/hip"), &cache);
-    let (checked, damaged) = cache_admin::verify(&cache, false).unwrap();
+    let cache_admin::Verified { checked, damaged, .. } = cache_admin::verify(&cache, false).unwrap();
     assert_eq!((checked, damaged.len()), (built.len(), 0));
 
     // One flipped byte: listed, naming the entry; --repair removes it.
@@ -209,11 +209,11 @@ fn cache_verify_finds_damage_and_gc_keeps_only_what_a_recorded_plan_uses() {
     let mut bytes = fs::read(&victim.path).unwrap();
     bytes[10] ^= 1;
     fs::write(&victim.path, &bytes).unwrap();
-    let (_, damaged) = cache_admin::verify(&cache, false).unwrap();
+    let damaged = cache_admin::verify(&cache, false).unwrap().damaged;
     assert_eq!(damaged.len(), 1);
     assert!(damaged[0].why.contains(&victim.key) && damaged[0].why.contains("sha256"), "{}", damaged[0].why);
     cache_admin::verify(&cache, true).unwrap();
-    assert!(!victim.path.exists() && cache_admin::verify(&cache, false).unwrap().1.is_empty());
+    assert!(!victim.path.exists() && cache_admin::verify(&cache, false).unwrap().damaged.is_empty());
 
     // gc refuses to guess without a record, but still clears leftovers of dead runs (what kiln named only).
     fs::create_dir_all(cache.tmp().join("job.0.1")).unwrap();

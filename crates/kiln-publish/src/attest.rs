@@ -75,27 +75,81 @@ pub fn keyid(key: &VerifyingKey) -> String {
     sha256_hex(key.as_bytes())
 }
 
+/// Creates `path` for writing, exclusively and never through a link (a
+/// planted link, even one pointing nowhere, is refused naming the path).
+fn create_new(path: &Path, mode: u32, what: &str) -> Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true).mode(mode).custom_flags(libc::O_NOFOLLOW);
+    match options.open(path) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            let link = if link { " (a symbolic link)" } else { "" };
+            bail!("{} exists{link}: kiln does not replace {what} or write through a link; give another file", path.display())
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
+    }
+}
+
+/// The git checkout `path` would be written into, if any: the nearest
+/// folder above it holding `.git`. A private key there is one `git add .`
+/// away from being published.
+pub fn checkout_of(path: &Path) -> Option<PathBuf> {
+    let abs = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().ok()?.join(path) };
+    abs.ancestors().skip(1).find(|d| fs::symlink_metadata(d.join(".git")).is_ok()).map(Path::to_path_buf)
+}
+
+/// Where docs/signing.md keeps private keys: `$XDG_CONFIG_HOME/kiln`, else `~/.config/kiln`.
+pub fn key_home() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))
+        .map(|d| d.join("kiln"))
+}
+
 /// Writes a new key pair: `path` (the private key, PKCS#8 PEM, mode 0600)
-/// and `path.pub` (the public key, SubjectPublicKeyInfo PEM). Refuses to
-/// replace either. Returns the public key's PEM.
+/// and `path.pub` (the public key, SubjectPublicKeyInfo PEM, 0644), each
+/// created exclusively and never through a link. Refuses to replace
+/// either, and a `path` inside a git checkout (naming it). Returns the
+/// public key's PEM.
 pub fn generate_key(path: &Path) -> Result<String> {
     let public_path = public_path(path);
-    for p in [path, public_path.as_path()] {
-        if p.exists() {
-            bail!("{} exists: kiln does not replace a key; give another file", p.display());
-        }
+    if let Some(checkout) = checkout_of(path) {
+        let home = key_home().map_or("a folder outside it".to_string(), |h| format!("{}/", h.display()));
+        bail!(
+            "refusing to write the private key {} inside the git checkout {}: one `git add` would publish it. Give a \
+             path outside any checkout, e.g. {home}{} (docs/signing.md)",
+            path.display(),
+            checkout.display(),
+            path.file_name().map_or("release.key".into(), |n| n.to_string_lossy())
+        );
     }
     let mut seed = [0u8; 32];
     fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut seed)).context("cannot read /dev/urandom for a new key")?;
     let key = SigningKey::from_bytes(&seed);
     let private = key.to_pkcs8_pem(LineEnding::LF).map_err(|e| anyhow::anyhow!("cannot encode the private key: {e}"))?;
     let public = key.verifying_key().to_public_key_pem(LineEnding::LF).map_err(|e| anyhow::anyhow!("cannot encode the public key: {e}"))?;
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path).with_context(|| format!("cannot create {}", path.display()))?;
-    f.write_all(private.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
-    fs::write(&public_path, &public).with_context(|| format!("cannot write {}", public_path.display()))?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let mut f = create_new(path, 0o600, "a key")?;
+    // Both files created before either is written: nothing is left half-made.
+    let mut p = match create_new(&public_path, 0o644, "a key") {
+        Ok(p) => p,
+        Err(e) => {
+            drop(f);
+            fs::remove_file(path).ok(); // made just now, empty
+            return Err(e);
+        }
+    };
+    let written = f.write_all(private.as_bytes()).and_then(|()| f.sync_all()).and_then(|()| p.write_all(public.as_bytes()));
+    if let Err(e) = written {
+        fs::remove_file(path).ok();
+        fs::remove_file(&public_path).ok();
+        return Err(e).with_context(|| format!("cannot write {} and {}", path.display(), public_path.display()));
+    }
     Ok(public)
 }
 
@@ -240,9 +294,18 @@ pub fn sign(dist: &Path, key: &SigningKey) -> Result<(PathBuf, usize)> {
     let line = serde_json::to_string(&envelope(&statement(&crates), key))?;
     let dir = dist.join(kiln_package::record::CRATES_DIR);
     let out = dir.join(FILE);
-    let tmp = dir.join(format!(".{FILE}.tmp"));
-    fs::write(&tmp, format!("{line}\n")).with_context(|| format!("cannot write {}", tmp.display()))?;
-    fs::rename(&tmp, &out).with_context(|| format!("cannot rename {} to {}", tmp.display(), out.display()))?;
+    let tmp = dir.join(format!(".{FILE}.tmp.{}", std::process::id()));
+    // Created exclusively, never through a link planted at its name; the rename replaces
+    // whatever is at `out` (a link itself, never its target).
+    let mut f =
+        create_new(&tmp, 0o644, "a file it did not make").with_context(|| format!("cannot write the attestation beside {}", out.display()))?;
+    let written = f.write_all(format!("{line}\n").as_bytes()).and_then(|()| f.sync_all()).and_then(|()| fs::rename(&tmp, &out));
+    if let Err(e) = written {
+        fs::remove_file(&tmp).ok();
+        return Err(e).with_context(|| format!("cannot write {}", out.display()));
+    }
+    // The dist folder's listing names the attestation too, so the next dist still finds a folder it wrote.
+    kiln_fs::reseal(dist, &[&format!("{}/{FILE}", kiln_package::record::CRATES_DIR)])?;
     Ok((out, crates.len()))
 }
 
@@ -464,5 +527,52 @@ mod tests {
         assert_eq!(trusted_key(&f).unwrap(), key().verifying_key());
         let e = format!("{:#}", signing_key(&f).unwrap_err());
         assert!(e.contains("is not an ed25519 private key in PKCS#8 PEM: it is a public key"), "{e}");
+    }
+
+    /// Issue 34: `sign --generate-key` wrote through a link planted at
+    /// `FILE.pub` (a dangling one passed its `exists()` check), and into a git
+    /// checkout; now each file is created exclusively and never through a
+    /// link, nothing half-made is left, and a checkout is refused by name.
+    #[test]
+    fn keys_are_never_written_through_a_planted_link_nor_into_a_checkout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let target = t.join("elsewhere/authorized_keys");
+        fs::create_dir_all(target.parent().unwrap()).unwrap();
+        let key = t.join("keys/release.key");
+        fs::create_dir_all(key.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&target, public_path(&key)).unwrap();
+        let e = format!("{:#}", generate_key(&key).unwrap_err());
+        assert!(e.contains("release.key.pub exists (a symbolic link)"), "{e}");
+        assert!(!target.exists(), "the key was written through the planted link");
+        assert!(!key.exists(), "the private key of a refused pair is not left behind");
+        // The private key's name planted too.
+        std::os::unix::fs::symlink(&target, &key).unwrap();
+        assert!(format!("{:#}", generate_key(&key).unwrap_err()).contains("release.key exists (a symbolic link)"));
+        assert!(!target.exists());
+
+        let checkout = t.join("checkout");
+        fs::create_dir_all(checkout.join(".git")).unwrap();
+        let e = format!("{:#}", generate_key(&checkout.join("sub/release.key")).unwrap_err());
+        assert!(e.contains(&checkout.display().to_string()) && e.contains("git checkout") && e.contains("release.key"), "{e}");
+        assert!(!checkout.join("sub").exists());
+
+        let fine = t.join("outside/release.key");
+        generate_key(&fine).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(fs::metadata(&fine).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(signing_key(&fine).is_ok() && trusted_key(&public_path(&fine)).is_ok());
+    }
+
+    /// The attestation's temporary file is never written through a link planted at its name.
+    #[test]
+    fn the_attestation_is_never_written_through_a_planted_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("victim");
+        let planted = tmp.path().join(format!(".{FILE}.tmp.{}", std::process::id()));
+        std::os::unix::fs::symlink(&target, &planted).unwrap();
+        let e = format!("{:#}", create_new(&planted, 0o644, "a file it did not make").unwrap_err());
+        assert!(e.contains(&planted.display().to_string()) && e.contains("symbolic link"), "{e}");
+        assert!(!target.exists());
     }
 }

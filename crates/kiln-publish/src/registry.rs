@@ -229,6 +229,8 @@ impl Registry {
     /// compare versions), downloaded from the registry's `dl` and checked
     /// against the sha256 its index lists before it is returned.
     pub fn download(&self, name: &str, version: &str) -> Result<Vec<u8>> {
+        // Never a request for a name that is no crate's (`../../etc/passwd` would reach other paths).
+        check_crate_name(name).map_err(|why| anyhow::anyhow!("`{name}` is not a crate name: it {why}"))?;
         let config = self.config()?;
         let entries = self.entries(&config, name)?;
         let Some(e) = entries.iter().find(|e| crate::same_version(&e.vers, version)) else {
@@ -330,6 +332,37 @@ fn token(name: &str, lookup: &Lookup) -> Result<(Option<String>, Option<String>)
 /// A token is sent as one HTTP header line: a newline or any other control
 /// character in it could add headers, so
 /// it is refused, naming where it came from and never showing it.
+/// `NAME@VERSION` as `verify-crate` takes it: NAME by cargo's rules for a
+/// crate name (ASCII letters, digits, `-` and `_`, at most 64, starting with
+/// a letter) and VERSION a semver version, both checked before any request;
+/// errors name the argument (`what`) and what is wrong.
+pub fn name_at_version(arg: &str, what: &str) -> Result<(String, String)> {
+    let shown: String = arg.chars().take(100).flat_map(char::escape_default).collect();
+    let Some((name, version)) = arg.split_once('@') else {
+        bail!("{what} `{shown}` is neither a .crate file nor NAME@VERSION (e.g. kiln-candle-kernels-sm90@0.11.1+kiln.1)")
+    };
+    check_crate_name(name).map_err(|why| anyhow::anyhow!("{what} `{shown}`: the name {why}"))?;
+    semver::Version::parse(version).map_err(|e| anyhow::anyhow!("{what} `{shown}`: the version is not a semver version ({e})"))?;
+    Ok((name.to_string(), version.to_string()))
+}
+
+/// Whether `name` is a crate name by cargo's rules; else why not.
+pub fn check_crate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("is empty".into());
+    }
+    if name.len() > 64 {
+        return Err(format!("is {} characters long; a crate name has at most 64", name.len()));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return Err("does not start with an ASCII letter".into());
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_')) {
+        return Err(format!("holds {c:?}; a crate name is ASCII letters, digits, `-` and `_` only"));
+    }
+    Ok(())
+}
+
 pub fn check_token(token: &str, from: &str) -> Result<()> {
     if let Some(c) = token.chars().find(|c| c.is_control()) {
         anyhow::bail!(
@@ -343,6 +376,35 @@ pub fn check_token(token: &str, from: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+
+    /// Issue 34: `verify-crate NAME@VERSION` sent NAME to the registry
+    /// unchecked (`../../../etc/passwd@1.0.0`); now cargo's rules for a name
+    /// and semver for the version hold before any request, the argument named.
+    #[test]
+    fn name_at_version_follows_cargos_rules_before_any_request() {
+        assert_eq!(
+            name_at_version("kiln-candle-kernels_sm90@0.11.1+kiln.1", "CRATE").unwrap(),
+            ("kiln-candle-kernels_sm90".into(), "0.11.1+kiln.1".into())
+        );
+        let long = format!("{}@1.0.0", "a".repeat(65));
+        for (arg, why) in [
+            ("../../../etc/passwd@1.0.0", "does not start with an ASCII letter"),
+            ("a/../b@1.0.0", "holds '/'"),
+            ("@1.0.0", "is empty"),
+            ("1abc@1.0.0", "does not start"),
+            ("abc\u{e9}@1.0.0", "ASCII letters"),
+            (long.as_str(), "at most 64"),
+            ("abc@1.0", "not a semver version"),
+            ("abc@../1.0.0", "not a semver version"),
+            ("abc", "neither a .crate file nor NAME@VERSION"),
+        ] {
+            let e = format!("{:#}", name_at_version(arg, "CRATE").unwrap_err());
+            assert!(e.contains("CRATE `") && e.contains(why), "{arg}: {e}");
+        }
+        let registry =
+            Registry { name: "r".into(), index: "sparse+http://127.0.0.1:9/".into(), index_from: "test".into(), token: None, token_from: None };
+        assert!(format!("{:#}", registry.download("../x", "1.0.0").unwrap_err()).contains("not a crate name"));
+    }
     use super::*;
 
     #[test]

@@ -32,6 +32,14 @@ pub fn install_command() -> String {
 /// lives only in a folder `registry serve` made, or an empty one.
 pub const OWNER: kiln_fs::Owner = kiln_fs::Owner { command: "cargo xtask registry serve", flag: "--dir", reuse: kiln_fs::Reuse::FilledInPlace };
 
+/// The names a registry folder may hold at its top, which its marker lists:
+/// ferro 1.0.0's blob store (`sha256/`) and index snapshot
+/// (`index-state.json`, written through `index-state.json.tmp.<pid>.<n>`),
+/// and the `index/` and `crates/` of kiln's own test server. What ferro
+/// writes below them is ferro's: kiln does not list it, cannot prove who
+/// wrote it, and never removes any of it (docs/registry.md).
+pub const NAMES: &[&str] = &["sha256", "index-state.json", "index-state.json.tmp.*", "index", "crates"];
+
 /// How long ferro may take to answer its `config.json` (it takes well
 /// under a second here).
 const START_WAIT: Duration = Duration::from_secs(20);
@@ -70,13 +78,14 @@ pub struct Ferro {
 
 impl Ferro {
     /// Starts `exe` on 127.0.0.1:`port` with its data in `dir` (claimed first:
-    /// missing, empty, or marked by `registry serve`), and waits until it
+    /// missing, empty, or holding nothing but its marker and the [`NAMES`] it
+    /// lists), and waits until it
     /// answers its `config.json`.
     pub fn start(exe: &Path, dir: &Path, port: u16) -> Result<Ferro> {
         let listen = format!("127.0.0.1:{port}");
         // Said here, not by ferro after it started: a port in use is the common failure.
         drop(std::net::TcpListener::bind(&listen).with_context(|| format!("cannot listen on {listen} (another server on that port? try --port)"))?);
-        OWNER.claim_and_mark(dir, |_| false)?;
+        OWNER.claim_and_mark(dir, NAMES)?;
         let dir = std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
         let parent = std::process::id();
         let mut cmd = Command::new(exe);
@@ -147,5 +156,29 @@ impl Drop for Ferro {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 34: a registry folder copied with its marker (`cp -r`) into a
+    /// folder of the user's is not a registry folder: refused before ferro
+    /// starts, naming the user's file, which stays (before: the copied
+    /// marker was trusted and ferro started writing there).
+    #[test]
+    fn a_copied_registry_marker_next_to_a_users_files_is_refused() {
+        let tmp = std::env::temp_dir().join(format!("kiln-serve-copied-{}", std::process::id()));
+        std::fs::remove_dir_all(&tmp).ok();
+        let (reg, user) = (tmp.join("registry"), tmp.join("user"));
+        OWNER.claim_and_mark(&reg, NAMES).unwrap();
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::copy(reg.join(kiln_fs::MARKER), user.join(kiln_fs::MARKER)).unwrap();
+        std::fs::write(user.join("tax-return.pdf"), "the user's").unwrap();
+        let err = format!("{:#}", Ferro::start(Path::new("/nonexistent/ferro"), &user, 0).err().expect("refused"));
+        assert!(err.contains("tax-return.pdf") && err.contains("--dir"), "{err}");
+        assert_eq!(std::fs::read_to_string(user.join("tax-return.pdf")).unwrap(), "the user's");
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

@@ -72,10 +72,7 @@ impl Server {
     /// Serves `dir` (created if missing) on `bind`, e.g. `127.0.0.1:0` for
     /// any free port.
     pub fn start(dir: &Path, bind: &str, options: Options) -> Result<Server> {
-        // A registry folder from before the marker holds just these two.
-        crate::serve::OWNER.claim_and_mark(dir, |d| {
-            fs::read_dir(d).is_ok_and(|entries| entries.flatten().all(|e| ["index", "crates"].contains(&e.file_name().to_str().unwrap_or(""))))
-        })?;
+        crate::serve::OWNER.claim_and_mark(dir, crate::serve::NAMES)?;
         fs::create_dir_all(dir.join("index")).with_context(|| format!("cannot create {}", dir.display()))?;
         fs::create_dir_all(dir.join("crates"))?;
         let listener = TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind}"))?;

@@ -100,6 +100,15 @@ impl Cache {
                 foreign.join(", ")
             );
         }
+        // Its top-level names being kiln's areas proves nothing: what is in them must be of kiln's forms too.
+        if let Some(name) = self.first_foreign_name()? {
+            anyhow::bail!(
+                "refusing to mark {} as kiln's cache: {} is no name kiln gives there (it may be a file of yours), and a \
+                 marked cache is cleaned name by name. Move it out, or point {ENV} at a new, empty folder instead",
+                self.root.display(),
+                self.root.join(name).display()
+            );
+        }
         KEPT.adopt(&self.root)?;
         self.marked = true;
         Ok(())
@@ -174,7 +183,10 @@ impl Cache {
             };
             lock.lock().with_context(|| format!("cannot lock {}", lock_path.display()))?;
             match fs::create_dir(&dir) {
-                Ok(()) => return Ok(Scratch { dir, lock_path, _lock: lock }),
+                Ok(()) => {
+                    on_signal::register(&dir, &lock_path);
+                    return Ok(Scratch { dir, lock_path, _lock: lock });
+                }
                 Err(e) => {
                     fs::remove_file(&lock_path).ok();
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -244,12 +256,92 @@ impl AsRef<std::ffi::OsStr> for Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        on_signal::unregister(&self.dir);
         if fs::symlink_metadata(&self.dir).is_ok() {
             fs::remove_dir_all(&self.dir).ok();
         }
         // Still locked: no cleaner removes the folder of a new scratch of this name.
         fs::remove_file(&self.lock_path).ok();
     }
+}
+
+/// Scratch folders removed when the process is stopped by SIGINT or SIGTERM
+/// ([`remove_scratch_on_signal`]), as they are on an error (their `Drop`).
+mod on_signal {
+    use std::{
+        io::Read,
+        os::fd::FromRawFd,
+        path::{Path, PathBuf},
+        sync::{
+            atomic::{AtomicI32, Ordering},
+            Mutex, Once,
+        },
+    };
+
+    /// The live scratch folders of this process and their lock files.
+    static LIVE: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+    /// The write end of the pipe the handler tells the signal on.
+    static PIPE: AtomicI32 = AtomicI32::new(-1);
+    static INSTALL: Once = Once::new();
+
+    pub fn register(dir: &Path, lock: &Path) {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).push((dir.to_path_buf(), lock.to_path_buf()));
+    }
+
+    pub fn unregister(dir: &Path) {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|(d, _)| d != dir);
+    }
+
+    extern "C" fn handler(sig: libc::c_int) {
+        // Async-signal-safe: one write(2); the thread below does the rest.
+        let byte = sig as u8;
+        // SAFETY: PIPE holds an open pipe's write end once the handler is installed.
+        unsafe { libc::write(PIPE.load(Ordering::SeqCst), (&byte as *const u8).cast(), 1) };
+    }
+
+    pub fn install() -> std::io::Result<()> {
+        let mut result = Ok(());
+        INSTALL.call_once(|| {
+            let mut fds = [0; 2];
+            // SAFETY: `fds` has room for the two descriptors pipe2 returns.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                result = Err(std::io::Error::last_os_error());
+                return;
+            }
+            PIPE.store(fds[1], Ordering::SeqCst);
+            // SAFETY: fds[0] is the pipe's read end, owned by this thread from now on.
+            let mut read = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+            std::thread::spawn(move || {
+                let mut sig = [0u8; 1];
+                if read.read_exact(&mut sig).is_err() {
+                    return;
+                }
+                for (dir, lock) in LIVE.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    std::fs::remove_dir_all(dir).ok();
+                    std::fs::remove_file(lock).ok();
+                }
+                // Die of the signal, as without the handler (the status says so).
+                // SAFETY: restoring the default action and raising it again.
+                unsafe {
+                    libc::signal(libc::c_int::from(sig[0]), libc::SIG_DFL);
+                    libc::raise(libc::c_int::from(sig[0]));
+                }
+            });
+            for sig in [libc::SIGINT, libc::SIGTERM] {
+                // SAFETY: `handler` only calls write(2).
+                unsafe { libc::signal(sig, handler as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+            }
+        });
+        result
+    }
+}
+
+/// From now on, SIGINT and SIGTERM remove this process's live scratch folders
+/// ([`Cache::scratch`]) and their lock files before it dies of the signal: what
+/// `Drop` does on an error. (SIGKILL leaves them to the next run and `cache gc`,
+/// which tell them by their lock.) For commands that own the process: `verify-crate`.
+pub fn remove_scratch_on_signal() -> Result<()> {
+    on_signal::install().context("cannot set up the clean-up on SIGINT/SIGTERM")
 }
 
 impl Cache {
@@ -326,19 +418,63 @@ impl Cache {
         self.root.join(FAILED).join(format!("{}.log", plain_name(name)))
     }
 
-    /// Whether `name`, in `damaged/` or `failed/`, is one kiln gives there
-    /// ([`Cache::move_aside`], [`Cache::failed_log`]): only those are ever removed.
+    /// Whether `name`, in the cache's `area` (a name of [`AREAS`], or
+    /// [`PACKAGES`]), is of a form kiln gives there: what [`Cache::move_aside`]
+    /// and [`Cache::failed_log`] name in `damaged/` and `failed/`,
+    /// `<sha256>.deb` (and a download's `.kiln-download-*`), a job or package
+    /// key, a toolchain identity, `<crate>-<version>-<16 hex>` in `sources/`,
+    /// a scratch folder or its lock in `tmp/`, a plan record. Cleaning
+    /// (`cache gc`, `cache verify --repair`) removes only such names;
+    /// `cache mark` refuses a folder holding any other name in an area kiln
+    /// cleans. An area kiln never removes from (`wheels/`, `tools/`, the
+    /// `fetch/` of older kilns) has no forms here.
     pub fn names_its_own(area: &str, name: &str) -> bool {
         let plain = |s: &str| !s.is_empty() && s.chars().all(plain_char);
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let download = |s: &str| s.strip_prefix(".kiln-download-").is_some_and(plain);
         match area {
             DAMAGED => {
                 let mut parts = name.rsplitn(3, '.');
-                matches!((parts.next(), parts.next(), parts.next()), (Some(n), Some(pid), Some(label)) if digits(n) && digits(pid) && plain(label))
+                // What kiln moves aside: a store entry (its key), packaged crates (`packages-<key>`),
+                // a tools/ folder (`<name>-<16 hex>...`), an unpacked source crate (`source-...`).
+                let labelled = |label: &str| {
+                    hex(label, 64)
+                        || label.strip_prefix("packages-").is_some_and(|k| hex(k, 64))
+                        || label.starts_with("source-")
+                        || label.split('-').skip(1).any(|part| hex(part, 16))
+                };
+                matches!((parts.next(), parts.next(), parts.next()), (Some(n), Some(pid), Some(label)) if digits(n) && digits(pid) && plain(label) && labelled(label))
             }
             FAILED => name.strip_suffix(".log").is_some_and(plain),
+            DEBS => name.strip_suffix(".deb").is_some_and(|h| hex(h, 64)) || download(name),
+            "bundles" => name.strip_suffix(".hipfb").is_some_and(|h| hex(h, 64)),
+            TOOLCHAINS | PACKAGES => hex(name, 64),
+            SOURCES => name.rsplit_once('-').is_some_and(|(crate_version, h)| hex(h, 16) && plain(crate_version) && crate_version.contains('-')),
+            OBJECTS => name == "packages" || hex(name, 2),
+            TMP => scratch_of_lock(name).is_some() || scratch_of_lock(&format!("{name}.lock")).is_some(),
+            PLANS => {
+                let record = name.split_once(".json").map(|(id, rest)| (id, rest.strip_prefix('.').unwrap_or(rest)));
+                record.is_some_and(|(id, pid)| hex(id, 16) && (pid.is_empty() || digits(pid)))
+            }
             _ => false,
         }
+    }
+
+    /// The first name in an area kiln cleans that is of no form kiln gives
+    /// there ([`Cache::names_its_own`]), as `area/name`: a folder holding one
+    /// is not kiln's cache, whatever its top-level names.
+    pub fn first_foreign_name(&self) -> Result<Option<String>> {
+        for area in [DEBS, "bundles", TOOLCHAINS, PACKAGES, SOURCES, OBJECTS, TMP, PLANS, DAMAGED, FAILED] {
+            let dir = self.root.join(area);
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            let mut names: Vec<String> = rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            names.sort();
+            if let Some(n) = names.into_iter().find(|n| !Cache::names_its_own(area, n)) {
+                return Ok(Some(format!("{area}/{n}")));
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -420,6 +556,55 @@ mod tests {
         let path = mine.to_path_buf();
         drop(mine);
         assert!(!path.exists() && !lock_path(&path).exists());
+    }
+
+    /// Issue 34: a scratch folder (verify-crate's rebuild) is removed when
+    /// the process is stopped by SIGTERM or SIGINT. The test runs itself as a
+    /// child that makes a scratch folder and waits; the control child, which
+    /// does not ask for the clean-up (what every command did before), leaves
+    /// its folder behind.
+    #[test]
+    fn scratch_is_removed_when_the_process_is_stopped_by_a_signal() {
+        if let Some(root) = std::env::var_os("KILN_TEST_SCRATCH_CHILD") {
+            if std::env::var_os("KILN_TEST_SCRATCH_CLEAN").is_some() {
+                remove_scratch_on_signal().unwrap();
+            }
+            let cache = Cache::at(PathBuf::from(root)).unwrap();
+            let s = cache.scratch("verify-crate").unwrap();
+            fs::write(s.join("half-built.rs"), "x").unwrap();
+            println!("SCRATCH {}", s.display());
+            std::thread::sleep(std::time::Duration::from_secs(30));
+            return;
+        }
+        use std::io::BufRead;
+        for (clean, sig) in [(true, libc::SIGTERM), (true, libc::SIGINT), (false, libc::SIGTERM)] {
+            let root = tempfile::tempdir().unwrap();
+            let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+            cmd.args(["--exact", "cache::tests::scratch_is_removed_when_the_process_is_stopped_by_a_signal", "--nocapture"])
+                .env("KILN_TEST_SCRATCH_CHILD", root.path())
+                .stdout(std::process::Stdio::piped());
+            if clean {
+                cmd.env("KILN_TEST_SCRATCH_CLEAN", "1");
+            }
+            let mut child = cmd.spawn().unwrap();
+            let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+            let dir = loop {
+                let line = lines.next().expect("the child printed its scratch folder").unwrap();
+                if let Some(d) = line.strip_prefix("SCRATCH ") {
+                    break PathBuf::from(d);
+                }
+            };
+            assert!(dir.is_dir());
+            // SAFETY: signalling the child this test started.
+            assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+            let status = child.wait().unwrap();
+            assert!(!status.success(), "the child dies of the signal");
+            if clean {
+                assert!(!dir.exists() && !lock_path(&dir).exists(), "signal {sig}: the scratch folder was left");
+            } else {
+                assert!(dir.exists(), "control: without the clean-up, the folder stays (the old behaviour)");
+            }
+        }
     }
 
     #[test]
