@@ -51,7 +51,9 @@ fn an_x86_64_library_in_an_aarch64_build_is_refused_naming_both_and_what_to_do()
     assert_eq!(arch, "x86_64");
     let why = host_mismatch("kiln-candle-kernels-ffi-0", "kiln_candle_kernels_ffi_0", &arch, "aarch64", "aarch64-unknown-linux-gnu")
         .expect("an aarch64 build of x86_64 code is refused");
-    for part in ["kiln-candle-kernels-ffi-0", "libkiln_candle_kernels_ffi_0.a", "x86_64 code only", "aarch64-unknown-linux-gnu", "docs/static-library.md"] {
+    for part in
+        ["kiln-candle-kernels-ffi-0", "libkiln_candle_kernels_ffi_0.a", "x86_64 code only", "aarch64-unknown-linux-gnu", "docs/static-library.md"]
+    {
         assert!(why.contains(part), "{part:?} missing from: {why}");
     }
     // And the other way round: aarch64 code (183) in an x86_64 build.
