@@ -85,7 +85,8 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
 /// `cargo xtask verify`: the dist folder `dist` re-hashed against its
 /// manifest, and the manifest against the lock of the set it holds
 /// (`artifacts.lock`, or `artifacts.<set>.lock`) in `locks`; returns the
-/// artifacts and crates checked and the lock's name.
+/// artifacts and crates checked and the lock's name, with what the lock let go
+/// unchecked ([`Lock::unchecked`]) appended: never silence.
 pub fn against_its_lock(dist: &Path, locks: &Path) -> Result<(usize, usize, String)> {
     let mpath = dist.join(kiln_manifest::FILE_NAME);
     let text = std::fs::read_to_string(&mpath).with_context(|| format!("cannot read {}: run `cargo xtask dist` first", mpath.display()))?;
@@ -93,5 +94,9 @@ pub fn against_its_lock(dist: &Path, locks: &Path) -> Result<(usize, usize, Stri
     let lock_name = written.lock_name();
     let lock = Lock::load(&locks.join(&lock_name))?;
     let (artifacts, crates) = folder(dist, &lock)?;
+    let lock_name = match lock.unchecked(&lock_name) {
+        Some(note) => format!("{lock_name} ({note})"),
+        None => lock_name,
+    };
     Ok((artifacts, crates, lock_name))
 }

@@ -218,10 +218,13 @@ fn cache_verify_finds_damage_and_gc_keeps_only_what_a_recorded_plan_uses() {
     // gc refuses to guess without a record, but still clears leftovers of dead runs (what kiln named only).
     fs::create_dir_all(cache.tmp().join("job.0.1")).unwrap();
     fs::write(cache.tmp().join("job.0.1.lock"), "").unwrap();
-    fs::create_dir_all(cache.root().join("damaged/x.0.1")).unwrap();
+    // A store entry kiln moved aside (`<key>.<pid>.<n>`), and a name kiln never gives there.
+    let aside = format!("damaged/{}.0.1", "ab".repeat(32));
+    fs::create_dir_all(cache.root().join(&aside)).unwrap();
     fs::create_dir_all(cache.root().join("damaged/notes")).unwrap();
     assert!(format!("{:#}", cache_admin::gc(&cache).unwrap_err()).contains("run a full `cargo xtask dist` first"));
-    assert!(!cache.tmp().join("job.0.1").exists() && !cache.root().join("damaged/x.0.1").exists());
+    assert!(!cache.tmp().join("job.0.1").exists(), "a dead run's scratch folder is removed");
+    assert!(!cache.root().join(&aside).exists(), "what kiln moved aside is removed");
     assert!(cache.root().join("damaged/notes").exists());
 
     // With a record keeping one entry, the others go, and only they.
