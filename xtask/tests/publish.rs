@@ -895,9 +895,9 @@ impl Serving {
         self.lines[at + 1].trim()
     }
 
-    /// ferro's pid, as the first line names it.
+    /// ferro's pid, as the line saying what it serves names it.
     fn ferro_pid(&self) -> Option<u32> {
-        self.lines.first()?.split("pid ").nth(1)?.split(')').next()?.parse().ok()
+        self.lines.iter().find(|l| l.contains(") serves "))?.split("pid ").nth(1)?.split(')').next()?.parse().ok()
     }
 
     /// SIGTERM to kiln alone (as `kill` would); its status.
@@ -939,6 +939,9 @@ fn registry_serve_starts_ferro_and_its_printed_lines_publish_then_it_stops_with_
     let mut serving = Serving::start(&tmp.0.join("registry"));
     eprintln!("registry serve answered in {:.2?}:\n{}", started.elapsed(), serving.lines.join("\n"));
     let text = serving.lines.join("\n");
+    // Its first line, at once, before ferro answers: what it starts, and where.
+    let first = format!("starting {} {} (", serve::FERRO, serve::FERRO_VERSION);
+    assert!(serving.lines[0].starts_with(&first) && serving.lines[0].contains(&tmp.0.join("registry").display().to_string()), "{text}");
     assert!(text.contains("accepts any token (it has no authentication)"), "{text}");
     assert_eq!(serving.after("in .cargo/config.toml:"), "[registries.kiln]", "{text}");
     let config_index =
@@ -973,7 +976,7 @@ fn registry_serve_starts_ferro_and_its_printed_lines_publish_then_it_stops_with_
         assert_eq!((entry["vers"].as_str(), entry["cksum"].as_str()), (Some(r.version.as_str()), Some(r.sha256.as_str())), "{url}");
     }
 
-    let ferro = serving.ferro_pid().unwrap_or_else(|| panic!("no `pid N` in the first line: {text}"));
+    let ferro = serving.ferro_pid().unwrap_or_else(|| panic!("no `(..., pid N) serves` line: {text}"));
     assert!(running(ferro), "ferro (pid {ferro}) is not running while kiln serves");
     let status = serving.stop();
     let end = Instant::now() + std::time::Duration::from_secs(10);
