@@ -31,9 +31,8 @@ pub struct Deps {
     part_pushes: String,
     /// `generated.rs`: the link parts, named so that rustc links them.
     extern_crates: String,
-    /// `generated.rs`: each table part's feature, the folder of its artifacts
-    /// and the cfg under which it is present.
-    table_parts: Vec<(String, String, String)>,
+    /// `generated.rs`: each table part's feature and the folder of its artifacts.
+    table_parts: Vec<(String, String)>,
     /// `gpus.rs`: the `kiln_gpu` values, with their backend.
     gpus: Vec<(String, kiln_manifest::Backend)>,
 }
@@ -60,7 +59,7 @@ impl Deps {
         let _ = writeln!(self.part_pushes, "    #[cfg(all(feature = \"{feature}\", {present}))]\n    v.push({}::FILES);", lib_name(name));
         // A table holds one arch's artifacts (or the bundles): one folder of the dist.
         let folder = part.paths.first().and_then(|p| p.rsplit_once('/')).map_or(String::new(), |(dir, _)| format!("{dir}/"));
-        self.table_parts.push((feature.clone(), folder, present));
+        self.table_parts.push((feature.clone(), folder));
     }
 
     /// A link part, always on.
@@ -134,13 +133,10 @@ fn generated_rs(g: &Gen, main: &Part, deps: &Deps) -> String {
     let _ = writeln!(s, "\npub(crate) const MODULE_NAMES: [&str; {}] = {:?};", modules.len(), modules);
     let levels: Vec<String> = set.targets.cuda_ptx.iter().map(|l| format!("({}, {:?})", l.0, l.ptx())).collect();
     let _ = writeln!(s, "pub(crate) const PTX_LEVELS: [(u32, &str); {}] = [{}];\n", levels.len(), levels.join(", "));
-    let _ = writeln!(s, "/// Each optional part: its feature, the dist folder of what it carries, and whether it is in this build.");
+    let _ = writeln!(s, "/// Each optional part: its feature, the dist folder of what it carries, and whether its feature is on.");
     let _ = writeln!(s, "pub(crate) const TABLE_PARTS: [TablePart; {}] = [", deps.table_parts.len());
-    for (f, dir, present) in &deps.table_parts {
-        let _ = writeln!(
-            s,
-            "    TablePart {{ feature: {f:?}, dir: {dir:?}, feature_on: cfg!(feature = {f:?}), present: cfg!(all(feature = {f:?}, {present})) }},"
-        );
+    for (f, dir) in &deps.table_parts {
+        let _ = writeln!(s, "    TablePart {{ feature: {f:?}, dir: {dir:?}, feature_on: cfg!(feature = {f:?}) }},");
     }
     s.push_str("];\n\n");
     let _ = writeln!(s, "/// Each `{GPU_CFG}` value this release answers to, and whether the consumer named it.");

@@ -32,9 +32,9 @@ pub(crate) struct TablePart {
     pub feature: &'static str,
     /// The dist folder of what it carries (`cuda/sm_90/`).
     pub dir: &'static str,
+    /// Its feature is on (whether the consumer's `kiln_gpu` lets it in
+    /// shows in the payload tables: `payload::find`).
     pub feature_on: bool,
-    /// Its feature is on and the consumer's `kiln_gpu` (none: every GPU) lets it in.
-    pub present: bool,
 }
 
 /// One of candle's kernel modules.
