@@ -30,7 +30,9 @@ pub fn registry(action: RegistryAction) -> Result<()> {
             let exe = serve::find(std::env::var_os("PATH").as_deref(), serve::cargo_home().as_deref())?;
             // Port 0: a free one, chosen here (ferro must know the port it advertises).
             let port = if port == 0 { std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port() } else { port };
-            let ferro = Ferro::start(&exe, &dir, port)?;
+            // Said at once: on a busy machine ferro can take seconds to answer.
+            println!("starting {FERRO} {FERRO_VERSION} ({}) on 127.0.0.1:{port}, its data in {} ...", exe.display(), dir.display());
+            let ferro = Ferro::start_reporting(&exe, &dir, port, &mut |line| println!("{line}"))?;
             let index = ferro.index_url();
             println!(
                 "{FERRO} {FERRO_VERSION} ({}, pid {}) serves {} on 127.0.0.1:{port}, answering after {:.2} s",

@@ -50,6 +50,11 @@ fn main() {
 "#;
 
 fn consumer(dir: &Path, sources: &Path, features: &str) -> PathBuf {
+    consumer_with(dir, sources, features, "")
+}
+
+/// [`consumer`], built with `rustflags` (RUSTFLAGS) and into its own target folder.
+fn consumer_with(dir: &Path, sources: &Path, features: &str, rustflags: &str) -> PathBuf {
     fs::create_dir_all(dir.join("src")).unwrap();
     fs::write(
         dir.join("Cargo.toml"),
@@ -61,14 +66,17 @@ fn consumer(dir: &Path, sources: &Path, features: &str) -> PathBuf {
     )
     .unwrap();
     fs::write(dir.join("src/main.rs"), PROGRAM).unwrap();
+    // The rustflags give every unit its own files, but not the program: its own folder.
+    let target = repo().join(if rustflags.is_empty() { "target/payload-consumer" } else { "target/payload-consumer-narrowed" });
     let out = Command::new("cargo")
         .args(["build", "--quiet"])
         .current_dir(dir)
-        .env("CARGO_TARGET_DIR", repo().join("target/payload-consumer"))
+        .env("CARGO_TARGET_DIR", &target)
+        .env("RUSTFLAGS", rustflags)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    repo().join("target/payload-consumer/debug/payload-consumer")
+    target.join("debug/payload-consumer")
 }
 
 fn run(exe: &Path, what: &str) -> (bool, String) {
@@ -119,4 +127,24 @@ fn damaged_payloads_are_refused_naming_the_artifact() {
     assert!(out.starts_with("error:") && out.contains("hip/gfx942/fill.hsaco") && out.contains("enable the crate's `gfx942` feature"), "{out}");
     let (_, out) = run_with(&exe, &["select", "sm_90"]);
     assert!(out.starts_with("ok cuda/sm_90/fill.cubin"), "{out}");
+
+    // Narrowed to sm90 (`--cfg kiln_gpu="sm90"`, every feature on): an arch
+    // kiln built is left out, and the error gives the config line that adds it.
+    let exe = consumer_with(&tmp.join("consumer-narrowed"), &sources, "", "--cfg kiln_gpu=\"sm90\"");
+    let (_, out) = run_with(&exe, &["select", "gfx942"]);
+    assert!(
+        out.starts_with("error:")
+            && out.contains("hip/gfx942/fill.hsaco")
+            && out.contains("narrowed to `kiln_gpu` sm90")
+            && out.contains(r#"rustflags = ["--cfg", 'kiln_gpu="sm90"', "--cfg", 'kiln_gpu="gfx942"']"#),
+        "{out}"
+    );
+    let (_, out) = run_with(&exe, &["select", "sm_90"]);
+    assert!(out.starts_with("ok cuda/sm_90/fill.cubin"), "{out}");
+    let (_, out) = run_with(&exe, &["select", "sm_86"]);
+    assert!(out.starts_with("ok cuda/compute_80/fill.ptx"), "kiln::select gives the best carried artifact: {out}");
+    // No AMD GPU named: no HIP bundles, and hsaco() says how to name one.
+    let (ok, out) = run(&exe, "hsaco");
+    assert!(!ok && out.contains("needs the HIP code-object bundles") && out.contains("narrowed to `kiln_gpu` sm90"), "{out}");
+    assert!(out.contains(r#"rustflags = ["--cfg", 'kiln_gpu="sm90"', "--cfg", 'kiln_gpu="gfx"#), "{out}");
 }

@@ -756,6 +756,7 @@ fn quick_start_examples_build_and_run_with_no_gpu_sdk() {
     assert!(build.status.success(), "the quick start did not build:\n{}", text(&build));
     let log = String::from_utf8_lossy(&build.stderr);
     assert!(!log.contains("was not used in the crate graph"), "the patch was left unused:\n{log}");
+    eprintln!("not narrowed, downloaded from kiln's registry: {}", download_summary(&kiln_downloads(&c, &records(&dist))));
     let exe = c.target.join("debug/quick-start-cuda");
     let needed = needed(&exe);
     // As linked against NVIDIA's libraries: their sonames (those the program calls; the linker drops the rest).
@@ -780,6 +781,148 @@ fn quick_start_examples_build_and_run_with_no_gpu_sdk() {
     assert!(!linked.status.success(), "this machine links -lcuda without kiln's stand-ins: the test proves nothing here");
 
     build_and_check_rocm_example(&c, &tmp.0.join("rocm"), &server.index_url());
+}
+
+/// The `.crate` files the consumer's cargo downloaded from kiln's registry
+/// (its CARGO_HOME's cache, which [`Consumer::new`] empties of loopback
+/// registries): each record's name with its bytes.
+fn kiln_downloads(c: &Consumer, recs: &[Record]) -> BTreeMap<String, u64> {
+    let mut found = BTreeMap::new();
+    for dir in fs::read_dir(c.home.join("registry/cache")).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("127.0.0.1-")) {
+        for f in fs::read_dir(dir.path()).unwrap().flatten() {
+            let file = f.file_name().to_string_lossy().into_owned();
+            let r = recs
+                .iter()
+                .find(|r| file == format!("{}-{}.crate", r.name, r.version))
+                .unwrap_or_else(|| panic!("{file} is not a crate of the dist"));
+            found.insert(r.name.clone(), f.metadata().unwrap().len());
+        }
+    }
+    found
+}
+
+/// "N crates, B bytes: the static library's ffi pieces F bytes (k crates), the rest R bytes".
+fn download_summary(downloads: &BTreeMap<String, u64>) -> String {
+    let (ffi, rest): (BTreeMap<&String, &u64>, BTreeMap<&String, &u64>) = downloads.iter().partition(|(n, _)| n.contains("-ffi-"));
+    let sum = |v: &BTreeMap<&String, &u64>| v.values().copied().sum::<u64>();
+    format!(
+        "{} crates, {} bytes: the static library's ffi pieces {} bytes ({} crates), the rest {} bytes ({} crates: {})",
+        downloads.len(),
+        sum(&ffi) + sum(&rest),
+        sum(&ffi),
+        ffi.len(),
+        sum(&rest),
+        rest.len(),
+        rest.keys().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// The optional part crates of GPUs (one per sm and gfx arch) and of the HIP
+/// bundles, by name, each with its `kiln_gpu` value (`hip` for the bundles).
+fn gpu_parts(m: &Manifest) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = vec![("kiln-candle-kernels-hip".into(), "hip".into())];
+    for a in m.artifacts.iter().filter(|a| matches!(a.kind, Kind::Cubin | Kind::Hsaco)) {
+        let value = a.arch.replace('_', "");
+        if !v.iter().any(|(_, x)| *x == value) {
+            v.push((format!("kiln-candle-kernels-{value}"), value));
+        }
+    }
+    v
+}
+
+/// The quick start narrowed to an H100 as docs/consuming.md says (its
+/// `.cargo/config.toml`'s commented `rustflags` line made a line), from a
+/// CARGO_HOME that has nothing of kiln's registry: cargo builds the sm_90
+/// part and no other GPU's, and downloads none of them either (the HIP
+/// bundles included); the program carries the PTX, sm_90's SASS and the
+/// static library, and runs. What it downloaded is printed (docs/packaging.md).
+#[test]
+fn a_quick_start_narrowed_to_one_gpu_builds_and_downloads_no_other() {
+    let dist = dist();
+    let m = manifest(&dist);
+    let recs = records(&dist);
+    let tmp = Temp::new("narrowed");
+    let server = registry_with_everything(&tmp.0.join("registry"));
+    let (c, _lock) = Consumer::new("narrowed", &server.index_url());
+    let cuda = tmp.0.join("cuda");
+    copy_example("cuda", &cuda);
+    let config_path = cuda.join(".cargo/config.toml");
+    let config = fs::read_to_string(&config_path).unwrap();
+    let commented = "# rustflags = [\"--cfg\", 'kiln_gpu=\"sm90\"']\n";
+    assert!(config.contains(commented), "examples/quick-start/cuda/.cargo/config.toml lacks `{}`:\n{config}", commented.trim());
+    fs::write(&config_path, config.replace(commented, &commented[2..])).unwrap();
+    // Its own executable: the quick start above shares the target folder (the
+    // rustflags give every unit its own files there, but not the program).
+    let manifest_path = cuda.join("Cargo.toml");
+    let toml = fs::read_to_string(&manifest_path).unwrap().replace("name = \"quick-start-cuda\"", "name = \"quick-start-cuda-sm90\"");
+    fs::write(&manifest_path, toml).unwrap();
+
+    let start = Instant::now();
+    let build = c
+        .command("cargo", &cuda)
+        .args(["build", "--message-format=json-render-diagnostics"])
+        .env("CARGO_REGISTRIES_KILN_INDEX", server.index_url())
+        .env_remove("CUDARC_CUDA_VERSION")
+        .output()
+        .unwrap();
+    eprintln!("cargo build of the narrowed quick start: {:.1?}", start.elapsed());
+    assert!(build.status.success(), "the narrowed quick start did not build:\n{}", text(&build));
+    // Every unit of the build, fresh or not, is a compiler-artifact message naming its package.
+    let built: Vec<String> = String::from_utf8_lossy(&build.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["reason"] == "compiler-artifact")
+        .filter_map(|v| Some(v["package_id"].as_str()?.rsplit_once('#')?.1.split('@').next()?.to_string()))
+        .collect();
+    let downloads = kiln_downloads(&c, &recs);
+    for (name, value) in gpu_parts(&m) {
+        let wanted = value == "sm90";
+        assert_eq!(built.contains(&name), wanted, "{name} built: {} (narrowed to sm90); built: {built:?}", !wanted);
+        assert_eq!(downloads.contains_key(&name), wanted, "{name} downloaded: {} (narrowed to sm90); downloaded: {downloads:?}", !wanted);
+    }
+    for always in ["kiln-candle-kernels", "candle-kernels", "kiln-candle-kernels-cudart", "kiln-candle-kernels-ffi-0"] {
+        assert!(downloads.contains_key(always) && built.contains(&always.to_string()), "{always} is missing: {downloads:?}");
+    }
+    eprintln!("narrowed to sm90, downloaded from kiln's registry: {}", download_summary(&downloads));
+
+    let exe = c.target.join("debug/quick-start-cuda-sm90");
+    let run = c.command(exe.to_str().unwrap(), &cuda).env("LD_LIBRARY_PATH", stand_ins(&c.target)).output().unwrap();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "the narrowed quick start failed:\n{}", text(&run));
+    let carried =
+        m.artifacts.iter().filter(|a| matches!(a.kind, Kind::Ptx | Kind::Staticlib) || (a.kind == Kind::Cubin && a.arch == "sm_90")).count();
+    assert!(out.contains(&format!("kiln kernels: {carried} artifacts, toolchain {}", m.toolchain.identity)), "{out}");
+    assert!(out.contains("Cpu: sum((2x+1)^2) for x in 0..6 = 286"), "{out}");
+}
+
+/// A `kiln_gpu` value kiln does not carry (a typo, a GPU of a later release)
+/// stops the build in the main crate's build script, naming the value, the
+/// near one it may mean, and every GPU this release carries; nothing is
+/// silently built for every GPU instead.
+#[test]
+fn a_gpu_kiln_does_not_carry_stops_the_build_naming_it_and_the_carried_ones() {
+    let dist = dist();
+    let m = manifest(&dist);
+    let recs = records(&dist);
+    let main = record(&recs, "kiln-candle-kernels");
+    let tmp = Temp::new("unknown-gpu");
+    let server = registry_with_everything(&tmp.0.join("registry"));
+    let (c, _lock) = Consumer::new("unknown-gpu", &server.index_url());
+    let dir = tmp.0.join("consumer");
+    let deps = format!("kiln-candle-kernels = {{ version = \"{}\", registry = \"kiln\" }}", version_req(&main.version));
+    consumer_crate(&dir, "unknown-gpu-consumer", &deps, "", "fn main() { println!(\"{}\", kiln_candle_kernels::ALL_IDS.len()); }\n");
+    fs::create_dir_all(dir.join(".cargo")).unwrap();
+    fs::write(dir.join(".cargo/config.toml"), "[build]\nrustflags = [\"--cfg\", 'kiln_gpu=\"sm91\"', \"--cfg\", 'kiln_gpu=\"sm_90\"']\n").unwrap();
+    let build = c.cargo(&dir, &["build"]);
+    let log = text(&build);
+    assert!(!build.status.success(), "a consumer naming sm91 built:\n{log}");
+    assert!(log.contains("failed to run custom build command for `kiln-candle-kernels"), "{log}");
+    assert!(log.contains("`kiln_gpu=\"sm91\"` names a GPU this release does not carry\n"), "{log}");
+    assert!(log.contains("`kiln_gpu=\"sm_90\"` names a GPU this release does not carry (did you mean `sm90`?)"), "{log}");
+    let values = |v: &[String]| v.iter().map(|t| t.replace('_', "")).collect::<Vec<_>>().join(", ");
+    let carried = format!("This release carries NVIDIA {} and AMD {}.", values(&m.targets.cuda_sass), values(&m.targets.hip));
+    assert!(log.contains(&carried), "expected `{carried}` in:\n{log}");
+    assert!(log.contains("rustflags = [\"--cfg\", 'kiln_gpu=\""), "the message shows the line to write:\n{log}");
 }
 
 /// The ROCm quick start built from the registry at `index` and run for gfx1100:
@@ -895,9 +1038,9 @@ impl Serving {
         self.lines[at + 1].trim()
     }
 
-    /// ferro's pid, as the first line names it.
+    /// ferro's pid, as the line saying what it serves names it.
     fn ferro_pid(&self) -> Option<u32> {
-        self.lines.first()?.split("pid ").nth(1)?.split(')').next()?.parse().ok()
+        self.lines.iter().find(|l| l.contains(") serves "))?.split("pid ").nth(1)?.split(')').next()?.parse().ok()
     }
 
     /// SIGTERM to kiln alone (as `kill` would); its status.
@@ -939,6 +1082,9 @@ fn registry_serve_starts_ferro_and_its_printed_lines_publish_then_it_stops_with_
     let mut serving = Serving::start(&tmp.0.join("registry"));
     eprintln!("registry serve answered in {:.2?}:\n{}", started.elapsed(), serving.lines.join("\n"));
     let text = serving.lines.join("\n");
+    // Its first line, at once, before ferro answers: what it starts, and where.
+    let first = format!("starting {} {} (", serve::FERRO, serve::FERRO_VERSION);
+    assert!(serving.lines[0].starts_with(&first) && serving.lines[0].contains(&tmp.0.join("registry").display().to_string()), "{text}");
     assert!(text.contains("accepts any token (it has no authentication)"), "{text}");
     assert_eq!(serving.after("in .cargo/config.toml:"), "[registries.kiln]", "{text}");
     let config_index =
@@ -973,7 +1119,7 @@ fn registry_serve_starts_ferro_and_its_printed_lines_publish_then_it_stops_with_
         assert_eq!((entry["vers"].as_str(), entry["cksum"].as_str()), (Some(r.version.as_str()), Some(r.sha256.as_str())), "{url}");
     }
 
-    let ferro = serving.ferro_pid().unwrap_or_else(|| panic!("no `pid N` in the first line: {text}"));
+    let ferro = serving.ferro_pid().unwrap_or_else(|| panic!("no `(..., pid N) serves` line: {text}"));
     assert!(running(ferro), "ferro (pid {ferro}) is not running while kiln serves");
     let status = serving.stop();
     let end = Instant::now() + std::time::Duration::from_secs(10);

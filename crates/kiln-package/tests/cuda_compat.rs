@@ -143,3 +143,31 @@ fn the_comparison_catches_either_old_rule() {
     let fp8 = disagreements(|sm| by_select(&m80, sm), |sm| old_same_major_rule(&sass80, &ptx, sm));
     assert!(fp8.contains(&(89, Got::Ptx(89), Got::Sass(80))), "{fp8:?}");
 }
+
+/// A build narrowed to some GPUs (`kiln_gpu`) refuses a GPU it leaves without
+/// the SASS kiln built for it (where the PTX would be JIT-compiled instead),
+/// and only such a GPU: one the carried SASS still runs, or one that takes
+/// the PTX whatever is carried, is served as before. For every pinned set,
+/// narrowed to each one sm, against every device from sm_70 to sm_129.
+#[test]
+fn a_narrowed_build_refuses_only_the_gpus_it_leaves_without_their_sass() {
+    for (set, sass, ptx) in pinned() {
+        for &only in &sass {
+            for device in 70..130 {
+                let full = choose::plan(&[device], &sass, &ptx, None);
+                let narrowed = choose::plan(&[device], &[only], &ptx, None);
+                let out = choose::narrowed_out(&[device], &sass, &[only], &ptx);
+                let expected = match (full.sass.as_slice(), narrowed.sass.as_slice()) {
+                    ([sm], []) => vec![(device, *sm)],
+                    _ => vec![],
+                };
+                assert_eq!(out, expected, "set {set}, narrowed to sm_{only}, device sm_{device}: full {full:?}, narrowed {narrowed:?}");
+            }
+        }
+    }
+    // The cases by name: narrowed to sm_80, an A10 (8.6) runs sm_80's SASS, an
+    // L4 (8.9) would JIT compute_89 (its fp8 kernels), a Jetson Orin (8.7)
+    // takes the PTX in any build; an H100 needs sm_90.
+    let (sass, ptx) = ([70, 75, 80, 86, 89, 90], [70, 80, 89]);
+    assert_eq!(choose::narrowed_out(&[86, 89, 87, 90, 90], &sass, &[80], &ptx), [(89, 89), (90, 90)]);
+}

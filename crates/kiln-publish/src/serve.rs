@@ -44,6 +44,9 @@ pub const NAMES: &[&str] = &["sha256", "index-state.json", "index-state.json.tmp
 /// under a second here).
 const START_WAIT: Duration = Duration::from_secs(20);
 
+/// How often [`Ferro::start_reporting`] says it is still waiting.
+pub const WAIT_REPORT: Duration = Duration::from_secs(2);
+
 /// ferro's binary: on `path` (a PATH value), else in cargo's bin folder
 /// (`cargo_home`, i.e. $CARGO_HOME or ~/.cargo), where `cargo install` puts it.
 pub fn find(path: Option<&OsStr>, cargo_home: Option<&Path>) -> Result<PathBuf> {
@@ -82,6 +85,12 @@ impl Ferro {
     /// lists), and waits until it
     /// answers its `config.json`.
     pub fn start(exe: &Path, dir: &Path, port: u16) -> Result<Ferro> {
+        Ferro::start_reporting(exe, dir, port, &mut |_| {})
+    }
+
+    /// [`Ferro::start`], telling `report` every [`WAIT_REPORT`] while ferro has not answered yet
+    /// (a busy machine can take seconds).
+    pub fn start_reporting(exe: &Path, dir: &Path, port: u16, report: &mut dyn FnMut(String)) -> Result<Ferro> {
         let listen = format!("127.0.0.1:{port}");
         // Said here, not by ferro after it started: a port in use is the common failure.
         drop(std::net::TcpListener::bind(&listen).with_context(|| format!("cannot listen on {listen} (another server on that port? try --port)"))?);
@@ -108,7 +117,17 @@ impl Ferro {
         let child = cmd.spawn().with_context(|| format!("cannot start {}", exe.display()))?;
         let mut ferro = Ferro { child, port, started_in: Duration::ZERO };
         let config = format!("{}config.json", ferro.index_url().trim_start_matches("sparse+"));
+        let mut next_report = WAIT_REPORT;
         while start.elapsed() < START_WAIT {
+            if start.elapsed() >= next_report {
+                report(format!(
+                    "waiting for {FERRO} (pid {}) to answer {config}: {} s so far, at most {} s",
+                    ferro.pid(),
+                    next_report.as_secs(),
+                    START_WAIT.as_secs()
+                ));
+                next_report += WAIT_REPORT;
+            }
             if let Some(status) = ferro.child.try_wait()? {
                 bail!("{} exited ({status}) before answering {config}; its messages are above", exe.display());
             }
@@ -161,6 +180,8 @@ impl Drop for Ferro {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     /// Issue 34: a registry folder copied with its marker (`cp -r`) into a
@@ -180,5 +201,26 @@ mod tests {
         assert!(err.contains("tax-return.pdf") && err.contains("--dir"), "{err}");
         assert_eq!(std::fs::read_to_string(user.join("tax-return.pdf")).unwrap(), "the user's");
         std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    /// A server that is slow to answer is reported while kiln waits (here one
+    /// that never answers and exits after a little longer than one report).
+    #[test]
+    fn a_slow_start_is_reported_while_waiting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let exe = tmp.path().join("slow-server");
+        let nap = WAIT_REPORT.as_secs_f64() + 0.5;
+        std::fs::write(&exe, format!("#!/bin/sh\nsleep {nap}\n")).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut lines = Vec::new();
+        let result = Ferro::start_reporting(&exe, &tmp.path().join("data"), port, &mut |l| lines.push(l));
+        let err = format!("{:#}", result.err().expect("a server that never answers is an error"));
+        assert!(err.contains("exited") && err.contains("before answering"), "{err}");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with(&format!("waiting for {FERRO} (pid ")) && lines[0].contains(&format!("127.0.0.1:{port}/config.json")),
+            "{lines:?}"
+        );
     }
 }

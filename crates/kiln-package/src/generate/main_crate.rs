@@ -1,6 +1,8 @@
 //! The main crate: the drop-in API (the template's `main/src`), the manifest
 //! and the PTX, the generated module table, candle's `ffi` declarations, and
-//! a dependency on every part crate (the tables optional, behind features).
+//! a dependency on every part crate (the tables optional, behind features,
+//! and built only for the GPUs the consumer names: [`crate::parts::present_cfg`]),
+//! and the build script that checks what the consumer named.
 
 use std::{fmt::Write as _, fs};
 
@@ -11,13 +13,15 @@ use super::{
     text::{lib_name, table, write, Gen},
     Crate,
 };
-use crate::parts::{Part, Role};
+use crate::parts::{Part, Role, GPU_CFG};
 
 /// What the main crate (and the shim, for the features) says about the parts.
 #[derive(Default)]
 pub struct Deps {
-    /// `[dependencies]` lines for the parts.
+    /// `[dependencies]` lines for the link parts.
     pub dependencies: String,
+    /// `[target.'cfg(...)'.dependencies]` tables for the table parts.
+    target_dependencies: String,
     /// `[features]` lines: one per table part.
     pub features: String,
     /// The shim's features, forwarding to the main crate's.
@@ -28,21 +32,34 @@ pub struct Deps {
     /// `generated.rs`: the link parts, named so that rustc links them.
     extern_crates: String,
     /// `generated.rs`: each table part's feature and the folder of its artifacts.
-    table_features: Vec<(String, String)>,
+    table_parts: Vec<(String, String)>,
+    /// `gpus.rs`: the `kiln_gpu` values, with their backend.
+    gpus: Vec<(String, kiln_manifest::Backend)>,
 }
 
 impl Deps {
-    /// A table part, optional behind its feature (on by default).
+    /// Deps for the table parts of `plan` to come: `kiln_gpu` answers to theirs.
+    pub fn new(plan: &[Part], targets: &kiln_manifest::Targets) -> Deps {
+        Deps { gpus: crate::parts::gpu_values(plan, targets), ..Default::default() }
+    }
+
+    /// A table part, optional behind its feature (on by default), and a
+    /// dependency only for the GPUs the consumer names (every one by default).
     pub fn table(&mut self, g: &Gen, part: &Part, name: &str) {
-        let Role::Table { feature } = &part.role else { unreachable!("only table parts are optional") };
-        let _ = writeln!(self.dependencies, "{name} = {{ version = \"{}\", path = \"../parts/{}\", optional = true }}", g.exact, part.suffix);
+        let Role::Table { feature, .. } = &part.role else { unreachable!("only table parts are optional") };
+        let present = crate::parts::present_cfg(part, &self.gpus).expect("a table part");
+        let _ = writeln!(
+            self.target_dependencies,
+            "\n[target.'cfg({present})'.dependencies]\n{name} = {{ version = \"{}\", path = \"../parts/{}\", optional = true }}",
+            g.exact, part.suffix
+        );
         let _ = writeln!(self.features, "{feature} = [\"dep:{name}\"]");
         let _ = writeln!(self.shim_features, "{feature} = [\"{}/{feature}\"]", g.main);
         self.defaults.push(format!("\"{feature}\""));
-        let _ = writeln!(self.part_pushes, "    #[cfg(feature = \"{feature}\")]\n    v.push({}::FILES);", lib_name(name));
+        let _ = writeln!(self.part_pushes, "    #[cfg(all(feature = \"{feature}\", {present}))]\n    v.push({}::FILES);", lib_name(name));
         // A table holds one arch's artifacts (or the bundles): one folder of the dist.
         let folder = part.paths.first().and_then(|p| p.rsplit_once('/')).map_or(String::new(), |(dir, _)| format!("{dir}/"));
-        self.table_features.push((feature.clone(), folder));
+        self.table_parts.push((feature.clone(), folder));
     }
 
     /// A link part, always on.
@@ -55,7 +72,7 @@ impl Deps {
 }
 
 /// The template's hand-written sources of the main crate.
-const SOURCES: [&str; 9] = ["lib.rs", "inflate.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs"];
+const SOURCES: [&str; 10] = ["lib.rs", "inflate.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs", "narrow.rs"];
 
 pub fn write_crate(g: &Gen, main_part: &Part, deps: &Deps) -> Result<Crate> {
     let dir = g.out.join("main");
@@ -70,7 +87,10 @@ pub fn write_crate(g: &Gen, main_part: &Part, deps: &Deps) -> Result<Crate> {
     vars.insert("PART_DEPENDENCIES", deps.dependencies.clone());
     vars.insert("FEATURES", deps.features.clone());
     vars.insert("DEFAULT_FEATURES", deps.defaults.join(", "));
+    vars.insert("TARGET_DEPENDENCIES", deps.target_dependencies.clone());
     write(&dir.join("Cargo.toml"), g.filled("main/Cargo.toml.in", &vars)?)?;
+    write(&dir.join("build.rs"), g.template("main/build.rs")?)?;
+    write(&dir.join("src/gpus.rs"), gpus_rs(deps))?;
     write(&dir.join("README.md"), g.filled("main/README.md.in", &vars)?)?;
     for f in SOURCES {
         write(&dir.join("src").join(f), g.template(&format!("main/src/{f}"))?)?;
@@ -113,15 +133,37 @@ fn generated_rs(g: &Gen, main: &Part, deps: &Deps) -> String {
     let _ = writeln!(s, "\npub(crate) const MODULE_NAMES: [&str; {}] = {:?};", modules.len(), modules);
     let levels: Vec<String> = set.targets.cuda_ptx.iter().map(|l| format!("({}, {:?})", l.0, l.ptx())).collect();
     let _ = writeln!(s, "pub(crate) const PTX_LEVELS: [(u32, &str); {}] = [{}];\n", levels.len(), levels.join(", "));
-    let features: Vec<String> = deps.table_features.iter().map(|(f, dir)| format!("({f:?}, {dir:?})")).collect();
-    let _ = writeln!(s, "/// Each optional part's feature and the dist folder of what it carries.");
-    let _ = writeln!(s, "pub(crate) const TABLE_FEATURES: [(&str, &str); {}] = [{}];\n", features.len(), features.join(", "));
+    let _ = writeln!(s, "/// Each optional part: its feature, the dist folder of what it carries, and whether its feature is on.");
+    let _ = writeln!(s, "pub(crate) const TABLE_PARTS: [TablePart; {}] = [", deps.table_parts.len());
+    for (f, dir) in &deps.table_parts {
+        let _ = writeln!(s, "    TablePart {{ feature: {f:?}, dir: {dir:?}, feature_on: cfg!(feature = {f:?}) }},");
+    }
+    s.push_str("];\n\n");
+    let _ = writeln!(s, "/// Each `{GPU_CFG}` value this release answers to, and whether the consumer named it.");
+    let _ = writeln!(s, "pub(crate) const GPU_NAMED: [(&str, bool); {}] = [", deps.gpus.len());
+    for (v, _) in &deps.gpus {
+        let _ = writeln!(s, "    ({v:?}, cfg!({GPU_CFG} = {v:?})),");
+    }
+    s.push_str("];\n\n");
     s.push_str(&deps.extern_crates);
     let _ = writeln!(s, "\nstatic OWN: &[(&str, &[u8])] = {};\n", table(&main.paths));
     s.push_str("pub(crate) fn part_tables() -> Vec<&'static [(&'static str, &'static [u8])]> {\n");
     s.push_str("    #[allow(unused_mut)]\n    let mut v: Vec<&'static [(&'static str, &'static [u8])]> = vec![OWN];\n");
     s.push_str(&deps.part_pushes);
     s.push_str("    v\n}\n");
+    s
+}
+
+/// `gpus.rs`, which the build script includes: the values `kiln_gpu` takes.
+fn gpus_rs(deps: &Deps) -> String {
+    let mut s = format!(
+        "// Generated by kiln from the dist manifest: do not edit.\n\n/// The `{GPU_CFG}` values this release answers to, each with its backend.\n"
+    );
+    let _ = writeln!(s, "const KILN_GPUS: [(&str, &str); {}] = [", deps.gpus.len());
+    for (v, backend) in &deps.gpus {
+        let _ = writeln!(s, "    ({v:?}, {:?}),", backend.as_str());
+    }
+    s.push_str("];\n");
     s
 }
 

@@ -94,7 +94,7 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
     let g = text::Gen::new(inp, out)?;
     let mut crates = support::crates(&g)?;
     let plan = parts::tables(inp.manifest);
-    let mut main_deps = main_crate::Deps::default();
+    let mut main_deps = main_crate::Deps::new(&plan, &inp.manifest.targets);
     for part in plan.iter().filter(|p| p.role != Role::Main) {
         let c = table::part(&g, part)?;
         main_deps.table(&g, part, &c.name);

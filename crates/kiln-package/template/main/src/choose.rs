@@ -37,3 +37,19 @@ pub fn plan(devices: &[u32], sass: &[u32], ptx: &[u32], forced_ptx: Option<u32>)
     p.ptx.sort_unstable();
     p
 }
+
+/// Of `devices`, those a build narrowed to some GPUs (`kiln_gpu`) leaves
+/// without native code: kiln built SASS for them (from every sm `built`, the
+/// device would get SASS), but from the `carried` sms it gets none (the PTX
+/// would be JIT-compiled instead). Each with the sm kiln built for it.
+pub fn narrowed_out(devices: &[u32], built: &[u32], carried: &[u32], ptx: &[u32]) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for &cap in devices {
+        if let (Some(CudaCode::Sass(sm)), Some(CudaCode::Ptx(_)) | None) = (cuda_choice(built, ptx, cap), cuda_choice(carried, ptx, cap)) {
+            if !out.contains(&(cap, sm)) {
+                out.push((cap, sm));
+            }
+        }
+    }
+    out
+}

@@ -16,6 +16,16 @@ pub(crate) fn bundle(index: usize) -> &'static [u8] {
         let module = MODULE_NAMES[index];
         let path = format!("hip/bundle/{module}.hipfb");
         if payload::find(&path).is_none() {
+            if let Some(part) = crate::narrow::part_of(&path).filter(|p| p.feature_on) {
+                panic!(
+                    "{}: Module::hsaco() of {module} needs the HIP code-object bundles (the `{}` part), which this build leaves out: \
+                     it is {}, no AMD GPU; name yours, e.g. {}",
+                    env!("CARGO_PKG_NAME"),
+                    part.feature,
+                    crate::narrow::describe(),
+                    first_hip_value().map_or_else(|| "an AMD GPU's value".to_string(), crate::narrow::advice)
+                );
+            }
             let archs: Vec<String> = crate::kiln::manifest()
                 .artifacts
                 .iter()
@@ -32,4 +42,10 @@ pub(crate) fn bundle(index: usize) -> &'static [u8] {
         let bytes = payload::verified(&path).unwrap_or_else(|e| panic!("{module}: {e}"));
         Box::leak(bytes.into_boxed_slice())
     })
+}
+
+/// The `kiln_gpu` value of a gfx arch kiln built, for the example.
+fn first_hip_value() -> Option<&'static str> {
+    let a = crate::kiln::built().artifacts.iter().find(|a| a.kind == crate::kiln::Kind::Hsaco)?;
+    crate::narrow::part_of(&a.path).map(|p| p.feature)
 }

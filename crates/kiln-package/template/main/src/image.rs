@@ -9,6 +9,10 @@
 //!   when that level is above the SASS's sm (its kernels are a superset);
 //! - `KILN_PTX_ARCH=compute_XX` gives every GPU that PTX and no SASS.
 //!
+//! - in a build narrowed to some GPUs (`kiln_gpu`, `narrow.rs`), a GPU that
+//!   kiln built SASS for but the build leaves out is an error naming the
+//!   line that adds it, never the PTX JIT in its stead (`choose::narrowed_out`).
+//!
 //! All of it goes into one fatbinary, and the driver picks per device: a
 //! process with an sm_90 and an sm_86 GPU loads sm_90 SASS on one and sm_86 on
 //! the other from the same `load_module` call. Only what the process's GPUs
@@ -17,8 +21,8 @@
 use std::sync::OnceLock;
 
 use crate::{
-    choose::{plan, Plan},
-    fatbin, payload, ptx, MODULE_NAMES, PTX_LEVELS,
+    choose::{self, plan, Plan},
+    fatbin, narrow, payload, ptx, MODULE_NAMES, PTX_LEVELS,
 };
 
 /// The compute capability of every CUDA device this process sees, asked of
@@ -66,23 +70,49 @@ fn query_devices() -> Option<Vec<u32>> {
 }
 
 fn carried_sass(module: &str) -> Vec<u32> {
-    crate::kiln::manifest()
-        .artifacts
+    sass_of(crate::kiln::manifest(), module)
+}
+
+/// Every sm kiln built SASS of `module` for, carried or not.
+fn built_sass(module: &str) -> Vec<u32> {
+    sass_of(crate::kiln::built(), module)
+}
+
+fn sass_of(m: &crate::kiln::Manifest, module: &str) -> Vec<u32> {
+    m.artifacts
         .iter()
         .filter(|a| a.module == module && a.kind == crate::kiln::Kind::Cubin)
         .filter_map(|a| a.arch.strip_prefix("sm_")?.parse().ok())
         .collect()
 }
 
+fn ptx_levels() -> Vec<u32> {
+    PTX_LEVELS.iter().map(|(l, _)| *l).collect()
+}
+
+/// Of `devices`, those this build's narrowing (`kiln_gpu`) leaves without
+/// the SASS kiln built for them, each with that sm; none unless narrowed,
+/// nor with `KILN_PTX_ARCH` (the PTX on purpose).
+fn narrowed_out(module: &str, devices: &[u32]) -> Vec<(u32, u32)> {
+    if ptx::forced_level().is_some() || narrow::named().is_empty() {
+        return Vec::new();
+    }
+    choose::narrowed_out(devices, &built_sass(module), &carried_sass(module), &ptx_levels())
+}
+
 /// What this process's image of `module` holds.
 pub fn plan_for(module: &str) -> Plan {
-    let ptx: Vec<u32> = PTX_LEVELS.iter().map(|(l, _)| *l).collect();
+    let ptx = ptx_levels();
     let devices = devices();
     let sass = carried_sass(module);
     // Without a driver the load fails anyway; an image for every carried
     // arch still makes the driver's error, not ours, the one users see.
     let wanted: Vec<u32> = if devices.is_empty() { sass.iter().copied().chain(ptx.first().copied()).collect() } else { devices.to_vec() };
-    plan(&wanted, &sass, &ptx, ptx::forced_level().map(|(l, _)| *l))
+    let out = narrowed_out(module, devices);
+    let served: Vec<u32> = wanted.into_iter().filter(|cap| !out.iter().any(|(d, _)| d == cap)).collect();
+    let mut p = plan(&served, &sass, &ptx, ptx::forced_level().map(|(l, _)| *l));
+    p.unserved.extend(out.iter().map(|(cap, _)| *cap));
+    p
 }
 
 pub(crate) fn for_module(index: usize) -> &'static [u8] {
@@ -91,7 +121,8 @@ pub(crate) fn for_module(index: usize) -> &'static [u8] {
     cells[index].get_or_init(|| {
         let module = MODULE_NAMES[index];
         let p = plan_for(module);
-        if p.sass.is_empty() && p.ptx.is_empty() {
+        // A GPU the narrowing leaves out is refused even beside others the image serves.
+        if (p.sass.is_empty() && p.ptx.is_empty()) || !narrowed_out(module, &p.unserved).is_empty() {
             panic!("{}", unserved_message(module, &p.unserved));
         }
         let cubins: Vec<(u32, Vec<u8>)> = p
@@ -108,18 +139,37 @@ pub(crate) fn for_module(index: usize) -> &'static [u8] {
     })
 }
 
-/// Why no GPU of this process can run `module`, and what would.
+/// Why GPUs of this process cannot run `module`, and what would: for a GPU
+/// a narrowed build leaves out, the `.cargo/config.toml` line that adds it.
 pub fn unserved_message(module: &str, unserved: &[u32]) -> String {
     let caps: Vec<String> = unserved.iter().map(|c| format!("sm_{c}")).collect();
     let sass: Vec<String> = carried_sass(module).iter().map(|s| format!("sm_{s}")).collect();
     let ptx: Vec<&str> = PTX_LEVELS.iter().map(|(_, n)| *n).collect();
-    format!(
-        "{} cannot load kernel module {module} on this machine's GPU(s) ({}): this build carries SASS for {} and PTX for {}, and \
-         the driver JIT-compiles PTX only for a GPU at or above its level. A GPU with a lower compute capability needs a kiln \
-         release that builds for it; SASS for another sm of a carried major version comes with that sm's crate feature.",
+    let carried = if sass.is_empty() { "no sm (no sm feature enabled)".to_string() } else { sass.join(", ") };
+    let mut why = format!(
+        "{} cannot load kernel module {module} on this machine's GPU(s) ({}): this build carries SASS for {carried} and PTX for {}",
         env!("CARGO_PKG_NAME"),
         caps.join(", "),
-        if sass.is_empty() { "no sm (no sm feature enabled)".to_string() } else { sass.join(", ") },
         ptx.join(", ")
-    )
+    );
+    let out = narrowed_out(module, unserved);
+    if unserved.iter().any(|cap| !out.iter().any(|(d, _)| d == cap)) {
+        why.push_str(
+            ", and the driver JIT-compiles PTX only for a GPU at or above its level. A GPU with a lower compute capability needs a kiln \
+             release that builds for it; SASS for another sm of a carried major version comes with that sm's crate feature",
+        );
+    }
+    why.push('.');
+    for (cap, sm) in &out {
+        let path = format!("cuda/sm_{sm}/{module}.cubin");
+        let value = narrow::part_of(&path).map_or_else(|| format!("sm{sm}"), |p| p.feature.to_string());
+        why.push_str(&format!(
+            "\nThe GPU sm_{cap} needs the sm_{sm} SASS, which kiln built but this build leaves out: it is {} (the PTX instead would be \
+             JIT-compiled at every cold start, for tens of seconds, so kiln refuses). To run here, {}; or hide the GPU from this \
+             process (CUDA_VISIBLE_DEVICES).",
+            narrow::describe(),
+            narrow::advice(&value)
+        ));
+    }
+    why
 }

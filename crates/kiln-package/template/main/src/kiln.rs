@@ -31,10 +31,16 @@ impl std::error::Error for Error {}
 pub fn manifest() -> &'static Manifest {
     static M: OnceLock<Manifest> = OnceLock::new();
     M.get_or_init(|| {
-        let mut m = Manifest::from_json(MANIFEST_JSON, "the embedded manifest").expect("the packaged manifest parses");
+        let mut m = built().clone();
         m.artifacts.retain(|a| a.kind == Kind::Staticlib || payload::find(&a.path).is_some());
         m
     })
+}
+
+/// The manifest of everything kiln built, carried by this build or not.
+pub(crate) fn built() -> &'static Manifest {
+    static BUILT: OnceLock<Manifest> = OnceLock::new();
+    BUILT.get_or_init(|| Manifest::from_json(MANIFEST_JSON, "the embedded manifest").expect("the packaged manifest parses"))
 }
 
 /// The toolchain identity and compiler versions the artifacts were built with.
@@ -107,17 +113,24 @@ pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) ->
     manifest().select_with(module, &arch, opts).map(|s| s.artifact).map_err(|e| Error(with_feature_hint(e, module, &arch, opts)))
 }
 
-/// The error, plus the feature to turn on where kiln built what the device
-/// needs but this build leaves it out (its part crate's feature is off).
+/// The error, plus what adds the artifact where kiln built what the device
+/// needs but this build leaves it out: its part crate's feature, or, where
+/// the feature is on and the consumer narrowed the build to other GPUs, the
+/// `kiln_gpu` line of its `.cargo/config.toml`.
 fn with_feature_hint(e: kiln_manifest::SelectError, module: &str, arch: &kiln_manifest::DeviceArch, opts: kiln_manifest::SelectOptions) -> String {
-    static BUILT: OnceLock<Manifest> = OnceLock::new();
-    let built = BUILT.get_or_init(|| Manifest::from_json(MANIFEST_JSON, "the embedded manifest").expect("the packaged manifest parses"));
-    let Ok(s) = built.select_with(module, arch, opts) else { return e.to_string() };
-    match crate::TABLE_FEATURES.iter().find(|(_, dir)| s.artifact.path.starts_with(dir)) {
-        Some((feature, _)) => format!(
-            "{e}; kiln built {} for it, which this build of {} leaves out: enable the crate's `{feature}` feature",
-            s.artifact.path,
-            env!("CARGO_PKG_NAME")
+    let Ok(s) = built().select_with(module, arch, opts) else { return e.to_string() };
+    let path = &s.artifact.path;
+    match crate::narrow::part_of(path) {
+        Some(part) if part.feature_on => format!(
+            "{e}; kiln built {path} for it, which this build of {} leaves out: it is {}; {}",
+            env!("CARGO_PKG_NAME"),
+            crate::narrow::describe(),
+            crate::narrow::advice(part.feature)
+        ),
+        Some(part) => format!(
+            "{e}; kiln built {path} for it, which this build of {} leaves out: enable the crate's `{}` feature",
+            env!("CARGO_PKG_NAME"),
+            part.feature
         ),
         None => e.to_string(),
     }

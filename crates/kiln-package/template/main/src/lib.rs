@@ -14,6 +14,7 @@ mod fatbin;
 mod hip;
 mod image;
 mod inflate;
+mod narrow;
 mod payload;
 mod ptx;
 
@@ -23,6 +24,18 @@ pub mod kiln;
 include!("generated.rs");
 
 pub use ptx::ModulePtx;
+
+/// An optional part crate of artifacts (one sm, one gfx arch, or the HIP
+/// bundles), as this build has it.
+pub(crate) struct TablePart {
+    /// Its crate feature, which is also its `kiln_gpu` value (but `hip`).
+    pub feature: &'static str,
+    /// The dist folder of what it carries (`cuda/sm_90/`).
+    pub dir: &'static str,
+    /// Its feature is on (whether the consumer's `kiln_gpu` lets it in
+    /// shows in the payload tables: `payload::find`).
+    pub feature_on: bool,
+}
 
 /// One of candle's kernel modules.
 pub struct Module {
