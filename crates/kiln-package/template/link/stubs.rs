@@ -133,6 +133,7 @@ fn c_string(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
+            '\n' => out.push_str("\\n"),
             ' '..='~' => out.push(c),
             _ => out.push('?'),
         }
