@@ -8,6 +8,10 @@
 #                   sass list)
 #   FFI_SPLIT_REUSE=1  keep what an earlier run left in WORK (its jobs.tsv lines too): only
 #                   missing outputs are built (e.g. after a harness change)
+#   FFI_SPLIT_DIST=DIR  take the split build from a dist that builds the library per target
+#                   (pins.toml's staticlib.kernels = "per-target"): DIR/cuda/lib/lib<lib>.a is
+#                   the host objects' archive and DIR/cuda/sm_90/<lib>/<stem>.cubin the cubins,
+#                   exactly what the drop-in ships; only the fat reference objects are built
 #
 # In kiln's pinned root (bwrap, as kiln's jobs run), from the verified candle-kernels sources
 # in kiln's cache (run `cargo xtask dist` or `cargo xtask toolchain` first):
@@ -21,7 +25,7 @@
 #            and the same whole arch list: CUB's kernel names spell it)
 #   ref      upstream's way, for the harness's functions only: fat objects for sm_90
 # Then the harness (bench/ffi-split/harness) twice: `fat` (ref objects + NVIDIA's static
-# runtime from the pinned toolchain) and `split` (host objects + the harness's launch.rs);
+# runtime from the pinned toolchain) and `split` (host objects + the drop-in's launch.rs);
 # bench/ffi-split/gpu.sh runs both on a GPU host.
 #
 # Writes WORK/jobs.tsv (job, seconds, bytes, zstd -19 bytes) and WORK/carry/ (what gpu.sh needs).
@@ -70,7 +74,14 @@ timed() { # prints the seconds the command took
   t1=$(date +%s.%N); echo "$t1 - $t0" | bc
 }
 
-for rel in "${SOURCES[@]}"; do
+DIST="${FFI_SPLIT_DIST:-}"
+if [ -n "$DIST" ]; then
+  [ -f "$DIST/cuda/lib/lib$LIB.a" ] || { echo "$DIST/cuda/lib/lib$LIB.a: no static library in that dist" >&2; exit 1; }
+  SOURCES_BUILT=()
+else
+  SOURCES_BUILT=("${SOURCES[@]}")
+fi
+for rel in "${SOURCES_BUILT[@]}"; do
   stem="$(basename "$rel" .cu)"
   if ! have "$stem.o"; then
     s=$(timed sandbox nvcc -c -gencode=arch=compute_70,code=compute_70 "${FLAGS[@]}" "${forced[@]}" \
@@ -101,7 +112,15 @@ done
 
 # The two harness builds: the same program linked either way.
 rm -f "$W/work/libsplit.a" "$W/work/libref.a"
-(cd "$W/work" && ar rcsD libsplit.a $(for rel in "${SOURCES[@]}"; do echo "$(basename "$rel" .cu).o"; done))
+if [ -n "$DIST" ]; then
+  cp "$DIST/cuda/lib/lib$LIB.a" "$W/work/libsplit.a"
+  for rel in "${SOURCES[@]}"; do
+    stem="$(basename "$rel" .cu)"
+    cp "$DIST/cuda/sm_90/$LIB/$stem.cubin" "$W/work/$stem.sm_90.cubin"
+  done
+else
+  (cd "$W/work" && ar rcsD libsplit.a $(for rel in "${SOURCES[@]}"; do echo "$(basename "$rel" .cu).o"; done))
+fi
 (cd "$W/work" && ar rcsD libref.a $(for rel in "${REF_SOURCES[@]}"; do echo "$(basename "$rel" .cu).ref.o"; done))
 mkdir -p "$W/lib-split" "$W/lib-fat"
 cp "$W/work/libsplit.a" "$W/lib-split/libffi_under_test.a"
@@ -112,7 +131,9 @@ cp "$ROOT/usr/lib/x86_64-linux-gnu/libcudart_static.a" "$W/lib-fat/"
 cp "$W/t-split/release/ffi-split-check" "$W/carry/split"
 cp "$W/t-fat/release/ffi-split-check" "$W/carry/fat"
 cp "$W"/work/*.sm_90.cubin "$W/carry/"
-cat "$W"/work/*.runtime | sort -u > "$W/runtime-functions.txt"
-echo "NVIDIA runtime functions the ${#SOURCES[@]} host objects call: $(grep -c . "$W/runtime-functions.txt") ($W/runtime-functions.txt)"
+if [ -z "$DIST" ]; then
+  cat "$W"/work/*.runtime | sort -u > "$W/runtime-functions.txt"
+  echo "NVIDIA runtime functions the ${#SOURCES[@]} host objects call: $(grep -c . "$W/runtime-functions.txt") ($W/runtime-functions.txt)"
+fi
 echo "libsplit.a (host code of all ${#SOURCES[@]} objects): $(stat -c %s "$W/work/libsplit.a") bytes, zstd -19 $(zstd -19 -q -c "$W/work/libsplit.a" | wc -c)"
 echo "wrote $W/jobs.tsv and $W/carry/ (bench/ffi-split/gpu.sh runs it on a GPU host)"

@@ -392,12 +392,16 @@ fn fresh_consumer_resolves_and_builds_with_no_gpu_sdk() {
 
     let tree = c.cargo(&dir, &["tree", "--prefix", "none", "--edges", "normal,build"]);
     let tree = String::from_utf8_lossy(&tree.stdout).into_owned();
-    for r in &recs {
-        if r.name != "candle-kernels" {
-            assert!(tree.contains(&format!("{} v{} (registry `kiln`)", r.name, r.version)), "{} is not in the graph:\n{tree}", r.name);
-        }
+    // Every crate but the shim (whose name is in the others'), and NVIDIA's runtime crate, packaged
+    // for kiln-candle-flash-attn's library: candle's own runs on the drop-in's runtime.
+    for r in recs.iter().filter(|r| r.name != "candle-kernels") {
+        let in_graph = tree.lines().any(|l| l.starts_with(&format!("{} v{} (registry `kiln`)", r.name, r.version)));
+        assert_eq!(in_graph, r.name != CUDART, "{} in the graph: {in_graph}\n{tree}", r.name);
     }
 }
+
+/// The crate of NVIDIA's static CUDA runtime, which only kiln-candle-flash-attn's library links.
+const CUDART: &str = "kiln-candle-kernels-cudart";
 
 #[test]
 fn drop_in_replaces_upstream_through_patch() {
@@ -446,11 +450,13 @@ fn drop_in_replaces_upstream_through_patch() {
     let unpacked = tmp.0.join("unpacked");
     let vendor = unpacked.join("vendor");
     let mut patch = String::from("[patch.crates-io]\n");
+    let recs: Vec<&Record> = recs.iter().filter(|r| r.name != CUDART).collect();
     for r in &recs {
         let bytes = fs::read(dist.join(&r.file)).unwrap();
         tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..])).unpack(&vendor).unwrap();
         patch.push_str(&format!("{} = {{ path = \"vendor/{}-{}\" }}\n", r.name, r.name, r.version));
     }
+    touch_all(&vendor);
     consumer_crate(&unpacked, "unpacked-consumer", upstream, &patch, &main_rs);
     build_run_check(&c, &unpacked, "unpacked-consumer");
     let tree = c.cargo(&unpacked, &["tree", "--prefix", "none"]);
@@ -461,6 +467,21 @@ fn drop_in_replaces_upstream_through_patch() {
             "{} is not from vendor/:\n{tree}",
             r.name
         );
+    }
+}
+
+/// Sets every file below `dir` to now. Unpacked `.crate` files all carry
+/// cargo package's fixed 2006 mtime, and cargo names a path crate's build by
+/// its path relative to the workspace (`vendor/<name>-<version>`), the same in
+/// every run: without this, the shared consumer target would take an earlier
+/// run's build of another dist's crates of the same version as fresh.
+fn touch_all(dir: &Path) {
+    for e in fs::read_dir(dir).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            touch_all(&e.path());
+        } else {
+            fs::File::options().write(true).open(e.path()).unwrap().set_modified(std::time::SystemTime::now()).unwrap();
+        }
     }
 }
 
@@ -567,7 +588,7 @@ fn dry_run_uploads_nothing_and_refusals_are_clear() {
     let v = &record(&recs, "kiln-candle-kernels").version;
     let m = &record(&recs, "kiln-manifest").version;
     assert!(position("kiln-manifest", m) < position("kiln-candle-kernels", v));
-    assert!(position("kiln-candle-kernels-cudart", v) < position("kiln-candle-kernels-ffi-0", v));
+    assert!(position("kiln-candle-kernels-ffi-0", v) < position("kiln-candle-kernels", v));
     assert!(position("kiln-candle-kernels-sm90", v) < position("kiln-candle-kernels", v));
     assert!(position("kiln-candle-kernels", v) < position("candle-kernels", v));
     assert!(log.contains("licence file LICENSE-NVIDIA; deps: (build) ruzstd ^0.9, (build) sha2 ^0.10"), "{log}");
@@ -695,12 +716,12 @@ fn copy_example(which: &str, to: &Path) {
     }
 }
 
-/// Where the CUDA runtime crate's build script made its stand-ins.
+/// Where the drop-in's first link crate's build script made its stand-ins.
 fn stand_ins(target: &Path) -> PathBuf {
     let mut found: Vec<(std::time::SystemTime, PathBuf)> = fs::read_dir(target.join("debug/build"))
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("kiln-candle-kernels-cudart-"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with("kiln-candle-kernels-ffi-0-"))
         .map(|e| e.path().join("out/kiln-cuda-stubs/run"))
         .filter(|d| d.join("libcuda.so.1").is_file())
         .map(|d| (fs::metadata(d.join("libcuda.so.1")).unwrap().modified().unwrap(), d))
@@ -880,9 +901,11 @@ fn a_quick_start_narrowed_to_one_gpu_builds_and_downloads_no_other() {
         assert_eq!(built.contains(&name), wanted, "{name} built: {} (narrowed to sm90); built: {built:?}", !wanted);
         assert_eq!(downloads.contains_key(&name), wanted, "{name} downloaded: {} (narrowed to sm90); downloaded: {downloads:?}", !wanted);
     }
-    for always in ["kiln-candle-kernels", "candle-kernels", "kiln-candle-kernels-cudart", "kiln-candle-kernels-ffi-0"] {
+    for always in ["kiln-candle-kernels", "candle-kernels", "kiln-candle-kernels-ffi-0"] {
         assert!(downloads.contains_key(always) && built.contains(&always.to_string()), "{always} is missing: {downloads:?}");
     }
+    // The static library's launchers run on the drop-in's own runtime: NVIDIA's is neither fetched nor linked.
+    assert!(!downloads.contains_key(CUDART), "NVIDIA's runtime crate was downloaded: {downloads:?}");
     eprintln!("narrowed to sm90, downloaded from kiln's registry: {}", download_summary(&downloads));
 
     let exe = c.target.join("debug/quick-start-cuda-sm90");

@@ -1,15 +1,19 @@
 //! How one module is compiled for NVIDIA: nvcc to PTX at the floor (which
 //! newer GPUs' drivers JIT-compile) and to one cubin of SASS per sm; and the
-//! static library's host objects, each carrying a fatbin for every sm.
+//! static library's objects: fat (each carrying a fatbin for every sm), or
+//! per target (a host-only object per file beside one cubin per file and
+//! sm, docs/static-library.md).
 
 use anyhow::Result;
 use kiln_manifest::Kind;
-use kiln_pins::{Sm, Target};
+use kiln_pins::{SassBy, Sm, StaticLib, Target};
+use kiln_target::host_object;
 use kiln_toolchain::sysroot::JOB_DIR;
 
 use crate::{
     job::{Arch, Job, JobKind},
     plan::{Output, Plan, SourceFile},
+    scan::Input,
 };
 
 fn nvcc_job(plan: &Plan, module: &str, out: Output, mode: &[&str], flags: &[String], file: &SourceFile, gencodes: Vec<String>) -> Result<Job> {
@@ -47,19 +51,25 @@ pub fn cubin_job(plan: &Plan, module: &str, file: &SourceFile, sm: Sm) -> Result
 /// compute_89 PTX, byte for byte). The PTX step repeats the `from` PTX job's
 /// compile rather than waiting for it, which keeps every job independent.
 pub fn ptxas_cubin_job(plan: &Plan, module: &str, file: &SourceFile, sm: Sm, from: Sm) -> Result<Job> {
+    let inputs = plan.scan(file, false)?;
+    assembled_cubin_job(plan, module, file, sm, from, &plan.set.flags.cuda, inputs)
+}
+
+/// [`ptxas_cubin_job`] with the compile's `flags` and the `inputs` it reads.
+fn assembled_cubin_job(plan: &Plan, module: &str, file: &SourceFile, sm: Sm, from: Sm, flags: &[String], inputs: Vec<Input>) -> Result<Job> {
     let Some(ptxas) = &plan.ptxas else {
         anyhow::bail!("{} needs the pinned ptxas ([toolchain].ptxas), which this plan was not given", sm.sass());
     };
-    let ptx = format!("{JOB_DIR}/{module}.ptx");
+    let stem = module.rsplit('/').next().unwrap_or(module);
+    let ptx = format!("{JOB_DIR}/{stem}.ptx");
     let mut nvcc = vec!["nvcc".to_string(), gencode(from, &from.ptx()), "--ptx".into()];
-    nvcc.extend(plan.set.flags.cuda.iter().cloned());
+    nvcc.extend(flags.iter().cloned());
     nvcc.extend(plan.include_flags());
     nvcc.extend(["-o".into(), ptx.clone(), file.input.at.clone()]);
-    let output = format!("{module}.cubin");
+    let output = format!("{stem}.cubin");
     let assemble =
         vec![format!("{JOB_DIR}/{PTXAS}"), format!("-arch={}", sm.sass()), "-m64".into(), "-o".into(), format!("{JOB_DIR}/{output}"), ptx.clone()];
     let script = format!("set -e; {}; {}; rm {}", shell_words(&nvcc), shell_words(&assemble), shell_quote(&ptx));
-    let inputs = plan.scan(file, false)?;
     Ok(Job {
         set: plan.set.name.clone(),
         module: module.into(),
@@ -108,18 +118,137 @@ pub fn object_job(plan: &Plan, lib: &str, file: &SourceFile, sass: &[Sm], ptx: &
     Ok(job)
 }
 
+/// The source file's stem: what a per-target library names its host object,
+/// its cubins and its tag by (`mmq_instance_q4_0`).
+pub fn lib_stem(rel: &str) -> &str {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    name.strip_suffix(".cu").unwrap_or(name)
+}
+
+/// The flags every compile of a per-target library gets: the library's own,
+/// its forced headers, and the library's whole arch list as `__CUDA_ARCH_LIST__`
+/// (`kernels/cuda/kiln_arch_list.h`), so that the host code picks the tile
+/// geometry the cubins were compiled for and names CUB's kernels as they do.
+/// Returns the flags and the forced headers (inputs of the compile).
+fn per_target_flags(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib) -> Result<(Vec<String>, Vec<Input>)> {
+    let mut forced: Vec<Input> = lib.force_include.iter().map(|h| plan.cuda_header(h)).collect::<Result<_>>()?;
+    forced.push(plan.cuda_header(ARCH_LIST_HEADER)?);
+    let mut flags = plan.set.flags.cuda_staticlib.clone();
+    for f in &forced {
+        flags.extend(["-include".to_string(), f.at.clone()]);
+    }
+    flags.push(format!("-DKILN_ARCH_LIST={}", arch_list(pins, lib)));
+    Ok((flags, forced))
+}
+
+/// kiln's header that sets `__CUDA_ARCH_LIST__` (kernels/cuda).
+pub const ARCH_LIST_HEADER: &str = "kiln_arch_list.h";
+
+/// The `__CUDA_ARCH_LIST__` of a per-target library: the `__CUDA_ARCH__` of
+/// every device compile its cubins come from (an sm's own, or for an sm
+/// the pinned ptxas assembles, the PTX level it is assembled from), as nvcc
+/// writes it for one fat object of them (`700,750,...`), commas escaped
+/// for nvcc's option parser.
+pub fn arch_list(pins: &kiln_pins::Pins, lib: &StaticLib) -> String {
+    let mut levels: Vec<u32> = lib
+        .sass
+        .iter()
+        .map(|&sm| match pins.lib_sass_by(lib, sm) {
+            SassBy::Nvcc => sm.0,
+            SassBy::Ptxas { from } => from.0,
+        })
+        .chain(lib.ptx.iter().map(|l| l.0))
+        .collect();
+    levels.sort_unstable();
+    levels.dedup();
+    levels.iter().map(|l| format!("{l}0")).collect::<Vec<_>>().join("\\,")
+}
+
+/// One cubin of a per-target library: file `file` for `sm`, as the fat
+/// object's device pass for that sm compiles it (same flags, forced headers
+/// and arch list), by nvcc or by the pinned ptxas from the library's PTX.
+/// Its module is `<lib>/<stem>` (`cuda/sm_90/moe/mmq_instance_q4_0.cubin`).
+pub fn lib_cubin_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, file: &SourceFile, sm: Sm) -> Result<Job> {
+    let module = kiln_manifest::library_file_module(&lib.name, lib_stem(&file.rel));
+    let (flags, forced) = per_target_flags(plan, pins, lib)?;
+    let inputs = plan.scan_forced(file, &forced)?;
+    match pins.lib_sass_by(lib, sm) {
+        SassBy::Nvcc => {
+            let out =
+                Output { arch: Arch::One(Target::Sass(sm)), kind: JobKind::Artifact(Kind::Cubin), name: format!("{}.cubin", lib_stem(&file.rel)) };
+            let mut job = nvcc_job(plan, &module, out, &["--cubin"], &flags, file, vec![gencode(sm, &sm.sass())])?;
+            job.cost = plan.cost(&inputs);
+            job.inputs = inputs;
+            Ok(job)
+        }
+        SassBy::Ptxas { from } => assembled_cubin_job(plan, &module, file, sm, from, &flags, inputs),
+    }
+}
+
+/// The host object of one file of a per-target library, in one sandboxed
+/// run: nvcc compiles it with one PTX-only device arch (the library's
+/// lowest, unoptimised and thrown away with the fatbin), objcopy renames every call into
+/// NVIDIA's runtime to the crate's own (`kiln_<lib>_cudaLaunchKernel`, ...)
+/// and replaces the fatbin with the file's tag ([`host_object`]).
+pub fn host_object_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, file: &SourceFile) -> Result<Job> {
+    let stem = lib_stem(&file.rel);
+    let (flags, forced) = per_target_flags(plan, pins, lib)?;
+    let Some(&floor) = lib.sass.iter().chain(&lib.ptx).min_by_key(|s| s.0) else {
+        anyhow::bail!("static library `{}` has no target", lib.name);
+    };
+    let compiled = format!("{JOB_DIR}/{stem}.host.o");
+    let tag = format!("{JOB_DIR}/{stem}.tag");
+    let output = format!("{stem}.o");
+    // The device pass's PTX is thrown away: unoptimised (`-Xcicc -O0`) it takes a
+    // quarter of the time, and the host object comes out the same byte for byte
+    // (measured on candle's mmvq_gguf.cu: 52 s to 13 s; docs/static-library.md).
+    let mut nvcc = vec!["nvcc".to_string(), gencode(floor, &floor.ptx()), "-Xcicc".into(), "-O0".into(), "-c".into()];
+    nvcc.extend(flags);
+    nvcc.extend(plan.include_flags());
+    nvcc.extend(["-o".into(), compiled.clone(), file.input.at.clone()]);
+    let mut objcopy = vec!["objcopy".to_string()];
+    for name in host_object::RUNTIME_CALLS {
+        objcopy.extend(["--redefine-sym".into(), format!("{name}={}", host_object::renamed(&lib.name, name))]);
+    }
+    objcopy.extend(["--update-section".into(), format!(".nv_fatbin={tag}"), compiled.clone(), format!("{JOB_DIR}/{output}")]);
+    // The tag's bytes as printf writes them: octal escapes for its NULs.
+    let printf: String = host_object::tag(stem).iter().map(|&b| if b == 0 { "\\000".to_string() } else { (b as char).to_string() }).collect();
+    let script = format!(
+        "set -e; {}; printf {} > {}; {}; rm {} {}",
+        shell_words(&nvcc),
+        shell_quote(&printf),
+        shell_quote(&tag),
+        shell_words(&objcopy),
+        shell_quote(&compiled),
+        shell_quote(&tag)
+    );
+    let inputs = plan.scan_forced(file, &forced)?;
+    Ok(Job {
+        set: plan.set.name.clone(),
+        module: kiln_manifest::library_file_module(&lib.name, stem),
+        arch: Arch::Host,
+        kind: JobKind::Object,
+        argv: vec!["sh".into(), "-c".into(), script],
+        output,
+        cost: plan.cost(&inputs),
+        inputs,
+        staged: Vec::new(),
+        mounts: plan.mounts(),
+    })
+}
+
 /// The static library from its objects, named in archive order (the pinned
 /// source order): each must be staged into the job folder under its name,
 /// by the caller (`staged`) or by the graph (the object jobs' outputs).
 /// `ar`'s D flag zeroes timestamps, uids and modes: the archive depends on content only.
-pub fn archive_job(plan: &Plan, lib: &str, sass: &[Sm], ptx: &[Sm], members: &[String]) -> Job {
+pub fn archive_job(plan: &Plan, lib: &str, arch: Arch, members: &[String]) -> Job {
     let output = format!("lib{lib}.a");
     let mut argv = vec!["ar".to_string(), "rcsD".into(), format!("{JOB_DIR}/{output}")];
     argv.extend(members.iter().map(|name| format!("{JOB_DIR}/{name}")));
     Job {
         set: plan.set.name.clone(),
         module: lib.into(),
-        arch: Arch::Fat { sass: sass.to_vec(), ptx: ptx.to_vec() },
+        arch,
         kind: JobKind::Artifact(Kind::Staticlib),
         argv,
         output,

@@ -23,13 +23,16 @@ pub enum Arch {
     /// Several targets in one object (SASS per sm, PTX per level), and the
     /// archive of such objects (the static library).
     Fat { sass: Vec<Sm>, ptx: Vec<Sm> },
+    /// No GPU target: a per-target static library's host-only objects (the
+    /// kernels are in its cubins), and their archive.
+    Host,
 }
 
 impl Arch {
     pub fn backend(&self) -> Backend {
         match self {
             Arch::One(t) => t.backend(),
-            Arch::Fat { .. } => Backend::Cuda,
+            Arch::Fat { .. } | Arch::Host => Backend::Cuda,
         }
     }
 }
@@ -40,6 +43,7 @@ impl fmt::Display for Arch {
         match self {
             Arch::One(t) => t.fmt(f),
             Arch::Fat { sass, ptx } => f.write_str(&sass.iter().map(|s| s.sass()).chain(ptx.iter().map(|l| l.ptx())).collect::<Vec<_>>().join("+")),
+            Arch::Host => f.write_str("host"),
         }
     }
 }
@@ -49,7 +53,8 @@ impl fmt::Display for Arch {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum JobKind {
     Artifact(Kind),
-    /// A host object holding a fatbin, for the static library.
+    /// A host object of the static library: holding a fatbin, or (per
+    /// target) only the tag of its file's cubins.
     Object,
 }
 
@@ -121,7 +126,7 @@ impl Job {
     pub fn target(&self) -> Option<&Target> {
         match &self.arch {
             Arch::One(t) => Some(t),
-            Arch::Fat { .. } => None,
+            Arch::Fat { .. } | Arch::Host => None,
         }
     }
 

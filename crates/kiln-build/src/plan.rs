@@ -227,6 +227,21 @@ pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &Target) -> b
 
 /// The static library's object jobs, in the pinned source order, for the
 /// library's pinned targets narrowed to `sass` and `ptx`.
+/// A per-target static library's jobs for the `sms` selected: per file, its
+/// host object and one cubin per sm (files in archive order).
+pub fn lib_jobs(plan: &Plan, pins: &Pins, sms: &[Sm]) -> Result<(Vec<Job>, Vec<Job>)> {
+    let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
+    let (mut objects, mut cubins) = (Vec::new(), Vec::new());
+    for rel in &lib.sources {
+        let file = plan.file(rel, &format!("static library `{}`", lib.name))?;
+        objects.push(cuda::host_object_job(plan, pins, lib, &file)?);
+        for &sm in sms {
+            cubins.push(cuda::lib_cubin_job(plan, pins, lib, &file, sm)?);
+        }
+    }
+    Ok((objects, cubins))
+}
+
 pub fn object_jobs(plan: &Plan, sass: &[Sm], ptx: &[Sm]) -> Result<Vec<Job>> {
     let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
     lib.sources

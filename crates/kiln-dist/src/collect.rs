@@ -125,6 +125,10 @@ fn describe(targets: &Targets, job: &Job, bytes: &[u8]) -> Result<Artifact> {
             a.ptx_version = Some(p.version);
             a
         }
+        // A static library's file may hold only host code; a module must hold kernels.
+        (JobKind::Artifact(Kind::Cubin), Some(Target::Sass(sm))) if kiln_manifest::library_file(&job.module).is_some() => {
+            base(job, bytes, cubin::check_sm(bytes, sm.0)?.kernels)
+        }
         (JobKind::Artifact(Kind::Cubin), Some(Target::Sass(sm))) => {
             let c = cubin::check(bytes, sm.0)?;
             base(job, bytes, c.kernels)
@@ -154,7 +158,6 @@ pub fn geometry(arch: &HipArch, kernels: &[KernelResources]) -> Result<Geometry>
 /// sources at `src_root`) declares.
 pub fn staticlib(set: &KernelSet, src_root: &Path, job: &Job, built: &Built) -> Result<Collected> {
     let lib = &job.module;
-    let Arch::Fat { sass: sms, ptx } = &job.arch else { unreachable!("{job}: not the static library") };
     let bytes = fs::read(&built.path).with_context(|| format!("cannot read {}", built.path.display()))?;
     let required = match set.staticlib.as_ref().and_then(|l| l.ffi.as_ref()) {
         Some(ffi) => {
@@ -168,10 +171,16 @@ pub fn staticlib(set: &KernelSet, src_root: &Path, job: &Job, built: &Built) -> 
         }
         None => Vec::new(),
     };
-    let levels: Vec<u32> = sms.iter().map(|s| s.0).collect();
-    let ptx: Vec<u32> = ptx.iter().map(|l| l.0).collect();
-    let a = ar::check(&bytes, &levels, &ptx, &required)
-        .with_context(|| format!("set `{}`: static library lib{lib}.a ({}) failed validation", set.name, job.arch))?;
+    let a = match &job.arch {
+        Arch::Fat { sass, ptx } => {
+            let levels: Vec<u32> = sass.iter().map(|s| s.0).collect();
+            let ptx: Vec<u32> = ptx.iter().map(|l| l.0).collect();
+            ar::check(&bytes, &levels, &ptx, &required)
+        }
+        Arch::Host => ar::check_host(&bytes, lib, &required),
+        Arch::One(_) => unreachable!("{job}: not the static library"),
+    };
+    let a = a.with_context(|| format!("set `{}`: static library lib{lib}.a ({}) failed validation", set.name, job.arch))?;
     // The C ABI surface: what a consumer can call (C++ symbols are internal).
     let exported: Vec<String> = a.functions().into_iter().filter(|f| !f.starts_with("_Z")).collect();
     let artifact = base(job, &bytes, exported);
@@ -237,10 +246,46 @@ pub fn compare_kernel_sets(pins: &Pins, set: &KernelSet, collected: &[Collected]
             }
         }
     }
+    problems.extend(library_kernel_gaps(pins, set, collected));
     if !problems.is_empty() {
         bail!("kernels differ between targets (a kernel missing on one arch would fail only on that GPU):\n  {}", problems.join("\n  "));
     }
     Ok(())
+}
+
+/// A per-target static library's cubins, file by file: a newer sm never has
+/// fewer kernels than an older one (upstream gates bf16 WMMA on sm_80), and
+/// SASS assembled by the newer ptxas exactly the kernels of the nvcc-built
+/// SASS of the level it came from (both are that level's device compile).
+fn library_kernel_gaps(pins: &Pins, set: &KernelSet, collected: &[Collected]) -> Vec<String> {
+    let Some(lib) = set.staticlib.as_ref().filter(|l| l.kernels == kiln_pins::LibKernels::PerTarget) else { return Vec::new() };
+    let mut sms = lib.sass.clone();
+    sms.sort_by_key(|s| s.0);
+    let ascending: Vec<String> = sms.iter().map(|s| s.sass()).collect();
+    let mut problems = Vec::new();
+    for rel in &lib.sources {
+        let module = kiln_manifest::library_file_module(&lib.name, kiln_build::cuda::lib_stem(rel));
+        let mut sets = KernelSets::default();
+        for c in collected.iter().filter(|c| c.artifact.module == module && c.artifact.kind == Kind::Cubin) {
+            sets.add(&c.artifact.arch, &c.artifact.kernels);
+        }
+        problems.extend(sets.monotonic(&ascending).into_iter().map(|d| format!("set `{}`, static library file {module}: {d}", set.name)));
+        for &sm in &lib.sass {
+            let SassBy::Ptxas { from } = pins.lib_sass_by(lib, sm) else { continue };
+            let of = |arch: String| collected.iter().find(|c| c.artifact.module == module && c.artifact.arch == arch);
+            if let (Some(c), Some(reference)) = (of(sm.sass()), of(from.sass())) {
+                let mut pair = KernelSets::default();
+                pair.add(&from.sass(), &reference.artifact.kernels);
+                pair.add(&sm.sass(), &c.artifact.kernels);
+                problems.extend(
+                    pair.differences(&from.sass(), |_| Rule::Equal)
+                        .into_iter()
+                        .map(|d| format!("set `{}`, static library file {module}: {d} (both compiled at {})", set.name, from.ptx())),
+                );
+            }
+        }
+    }
+    problems
 }
 
 /// One module's AMD code objects against each CUDA artifact at or below the

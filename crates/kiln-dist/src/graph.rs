@@ -25,9 +25,9 @@
 use std::fs;
 
 use anyhow::{Context, Result};
-use kiln_build::{cuda, Job, JobKind, Node, Plan, Step, Work};
+use kiln_build::{cuda, Arch, Job, JobKind, Node, Plan, Step, Work};
 use kiln_package::{compress, slices, sources::ToolchainFiles, PAYLOAD_BUDGET};
-use kiln_pins::{HipArch, KernelSet, Pins, Target};
+use kiln_pins::{HipArch, KernelSet, LibKernels, Pins, Target};
 
 use crate::Selection;
 
@@ -159,7 +159,19 @@ pub fn build<'a>(
         let mut objects = Vec::new();
         let mut archive = None;
         if let (true, Some(lib)) = (selection.wants_staticlib(set), &set.staticlib) {
-            let jobs = selection.object_jobs(plan)?;
+            let (sass, ptx) = selection.staticlib_targets(set);
+            let (jobs, arch) = match lib.kernels {
+                LibKernels::Fat => (selection.object_jobs(plan)?, Arch::Fat { sass, ptx }),
+                LibKernels::PerTarget => {
+                    // The cubins are artifacts like a module's: validated, locked and packaged per sm.
+                    let (objects, cubins) = kiln_build::plan::lib_jobs(plan, pins, &sass)?;
+                    for job in cubins {
+                        modules.push(nodes.len());
+                        nodes.push(Node::command(job));
+                    }
+                    (objects, Arch::Host)
+                }
+            };
             let mut inputs = Vec::new();
             let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
             for job in jobs {
@@ -167,8 +179,7 @@ pub fn build<'a>(
                 objects.push(nodes.len());
                 nodes.push(Node::command(job));
             }
-            let (sass, ptx) = selection.staticlib_targets(set);
-            let mut job = cuda::archive_job(plan, &lib.name, &sass, &ptx, &members);
+            let mut job = cuda::archive_job(plan, &lib.name, arch, &members);
             job.cost = objects.len() as u64;
             archive = Some(nodes.len());
             nodes.push(Node { work: Work::Command(job), inputs });
@@ -257,7 +268,11 @@ fn slices_step(plan: &Plan, cost: u64) -> Step<'_> {
     let set = &plan.set;
     let main = set.artifact_crate.as_ref().expect("only a packaged set is sliced").name.clone();
     let lib = set.staticlib.as_ref().expect("only a set with a static library is sliced");
-    let ar = cuda::archive_job(plan, "<lib>", &lib.sass, &lib.ptx, &["<members>".to_string()]).argv.join(" ");
+    let arch = || match lib.kernels {
+        LibKernels::Fat => Arch::Fat { sass: lib.sass.clone(), ptx: lib.ptx.clone() },
+        LibKernels::PerTarget => Arch::Host,
+    };
+    let ar = cuda::archive_job(plan, "<lib>", arch(), &["<members>".to_string()]).argv.join(" ");
     Step {
         label: format!("slices of lib{}.a", lib.name),
         output: "slices".into(),
@@ -273,7 +288,7 @@ fn slices_step(plan: &Plan, cost: u64) -> Step<'_> {
             };
             let archive = |name: &str, members: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
                 let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
-                let mut job = cuda::archive_job(plan, name, &lib.sass, &lib.ptx, &names);
+                let mut job = cuda::archive_job(plan, name, arch(), &names);
                 job.staged = members;
                 let dir = work.join(name);
                 fs::create_dir_all(&dir)?;

@@ -298,3 +298,43 @@ fn amd_objects_carry_the_sm_89_kernels_and_a_gap_fails_the_dist() {
     assert_eq!(snapshot(&out), before, "the dist folder is as the good build left it");
     fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// The example's static library built per target (docs/static-library.md), as
+/// candle's is, with the real pinned nvcc and objcopy: one host object per
+/// file, tagged with its file and calling NVIDIA's runtime only through the
+/// renamed names (`ar::check_host` passed in the dist), and one cubin per
+/// file and sm (module `<lib>/<stem>`) beside the modules' SASS.
+#[test]
+fn a_per_target_library_ships_host_objects_and_a_cubin_per_file_and_sm() {
+    let pins = pins();
+    let tmp = temp("builder-per-target");
+    let out = tmp.join("kernels");
+    let mut set = example(&pins);
+    set.staticlib.as_mut().unwrap().kernels = kiln_pins::LibKernels::PerTarget;
+    let dist = Builder::new(&pins).set(set).out(&out).lock_dir(&tmp).lock(LockMode::Update).build(&say).unwrap();
+    let m = &dist.sets[0].manifest.manifest;
+    let of = |kind| m.artifacts.iter().filter(move |a| a.kind == kind).map(|a| a.path.as_str()).collect::<Vec<_>>();
+    assert_eq!(
+        of(kiln_manifest::Kind::Cubin),
+        ["cuda/sm_90/block_sum.cubin", "cuda/sm_90/exampleops/axpy_api.cubin", "cuda/sm_90/exampleops/axpy_kernel.cubin", "cuda/sm_90/scale.cubin"]
+    );
+    let lib = m.artifacts.iter().find(|a| a.kind == kiln_manifest::Kind::Staticlib).unwrap();
+    assert_eq!((lib.arch.as_str(), lib.kernels.clone()), ("host", vec!["example_axpy".to_string(), "example_launch_axpy".to_string()]));
+    // The library's files are no kernel modules of the crate's API.
+    assert_eq!(m.modules(), ["block_sum", "scale"]);
+    let kernel = m.artifacts.iter().find(|a| a.module == "exampleops/axpy_kernel").unwrap();
+    assert!(kernel.kernels.iter().any(|k| k.contains("axpy")), "{:?}", kernel.kernels);
+    // The archive, read again: no device code, each member its own file's tag, the runtime renamed.
+    let archive = kiln_validate::ar::read(&fs::read(out.join(&lib.path)).unwrap()).unwrap();
+    for member in &archive.members {
+        assert_eq!(member.tag.as_deref(), member.name.strip_suffix(".o"), "{}", member.name);
+        assert!(member.fatbin.is_empty());
+        assert!(!member.undefined.iter().any(|s| kiln_manifest::kiln_target::host_object::is_runtime_symbol(s)), "{:?}", member.undefined);
+    }
+    let launcher = archive.members.iter().find(|m| m.name == "axpy_kernel.o").unwrap();
+    assert!(launcher.undefined.iter().any(|s| s.starts_with("kiln_exampleops_cudaLaunchKernel")), "{:?}", launcher.undefined);
+    // The lock names the host objects as it names fat ones.
+    let lock = Lock::load(&tmp.join("artifacts.lock")).unwrap();
+    assert_eq!(lock.objects.keys().map(String::as_str).collect::<Vec<_>>(), ["cuda/lib/exampleops/axpy_api.o", "cuda/lib/exampleops/axpy_kernel.o"]);
+    fs::remove_dir_all(&tmp).unwrap();
+}

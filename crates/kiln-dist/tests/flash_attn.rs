@@ -158,7 +158,8 @@ fn flash_api_compiles_through_the_set_for_sm_80_and_sm_90() {
     let built = run_all(&runner, &cache, std::slice::from_ref(&object), &kiln_build::Options { workers: 1, ..Default::default() }, &say);
     let built = built.into_iter().next().unwrap().unwrap_or_else(|f| panic!("{f}"));
     // As the library's first member, read back the way dist reads the whole library.
-    let mut archive = cuda::archive_job(&plan, "flashattention", &[Sm(80), Sm(90)], &[], std::slice::from_ref(&object.output));
+    let mut archive =
+        cuda::archive_job(&plan, "flashattention", Arch::Fat { sass: vec![Sm(80), Sm(90)], ptx: vec![] }, std::slice::from_ref(&object.output));
     archive.staged = vec![(object.output.clone(), built.path.clone())];
     let lib = run_all(&runner, &cache, &[archive], &kiln_build::Options { workers: 1, ..Default::default() }, &say)
         .into_iter()
@@ -201,7 +202,7 @@ fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
     }
     let members: Vec<(String, PathBuf)> = objects.iter().map(|j| (j.output.clone(), run_one(&runner, &cache, j.clone()))).collect();
     let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
-    let mut archive = cuda::archive_job(&plan, "flashattention", &sms, &[], &names);
+    let mut archive = cuda::archive_job(&plan, "flashattention", Arch::Fat { sass: sms.to_vec(), ptx: vec![] }, &names);
     archive.staged = members.clone();
     let library = run_one(&runner, &cache, archive.clone());
 
@@ -210,7 +211,8 @@ fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
     let slices_dir = work.join("slices");
     fs::create_dir_all(&slices_dir).unwrap();
     let archiver = |lib: &str, members: Vec<(String, PathBuf)>| -> anyhow::Result<PathBuf> {
-        let mut job = cuda::archive_job(&plan, lib, &sms, &[], &members.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>());
+        let mut job =
+            cuda::archive_job(&plan, lib, Arch::Fat { sass: sms.to_vec(), ptx: vec![] }, &members.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>());
         job.staged = members;
         Ok(run_one(&runner, &cache, job))
     };

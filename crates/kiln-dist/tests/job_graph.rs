@@ -130,11 +130,12 @@ fn the_archive_job_reads_its_objects_from_the_graph() {
     let cache = Cache::at(dir.join("cache")).unwrap();
     let plan = Plan::new(pins.main_set(), repo().join("kernels/probe"), repo().join("kernels/hip")).with_cuda_headers(repo().join("kernels/cuda"));
     let file = plan.file("probe.cu", "the probe").unwrap();
-    // The static library's own sms: every one is within the pinned nvcc's reach.
-    let lib_sms = &pins.main_set().staticlib.as_ref().unwrap().sass;
+    // The static library's own sms that the pinned nvcc reaches (a fat object is nvcc's alone).
+    let lib = pins.main_set().staticlib.as_ref().unwrap();
+    let lib_sms: &Vec<kiln_pins::Sm> = &lib.sass.iter().copied().filter(|&s| pins.lib_sass_by(lib, s) == kiln_pins::SassBy::Nvcc).collect();
     let object = cuda::object_job(&plan, "probelib", &file, lib_sms, &[]).unwrap();
     let name = object.output.clone();
-    let archive = cuda::archive_job(&plan, "probelib", lib_sms, &[], std::slice::from_ref(&name));
+    let archive = cuda::archive_job(&plan, "probelib", kiln_build::Arch::Fat { sass: lib_sms.clone(), ptx: vec![] }, std::slice::from_ref(&name));
     let nodes = vec![Node::command(object), Node { work: kiln_build::Work::Command(archive), inputs: vec![(0, name.clone())] }];
     let opts = kiln_build::Options { workers: 2, ..Default::default() };
     let results = run_graph(&runner, &cache, &nodes, &opts, &|l| eprintln!("{l}"));

@@ -178,12 +178,27 @@ pub enum Kind {
     Bundle,
 }
 
+/// The module name of one source file of a static library built per target
+/// (docs/static-library.md): `<lib>/<stem>` (`moe/mmq_instance_q4_0`), whose
+/// cubins are `cuda/sm_XX/<lib>/<stem>.cubin`. Such a module is no kernel
+/// module of the crate's API: [`Manifest::modules`] leaves it out.
+pub fn library_file_module(lib: &str, stem: &str) -> String {
+    format!("{lib}/{stem}")
+}
+
+/// The library and the file stem of a module name that [`library_file_module`] made.
+pub fn library_file(module: &str) -> Option<(&str, &str)> {
+    module.split_once('/')
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Artifact {
-    /// `affine`..`unary`, or the static library's name (`moe`).
+    /// `affine`..`unary`, the static library's name (`moe`), or one file of a
+    /// library built per target (`moe/mmq_instance_q4_0`: [`library_file_module`]).
     pub module: String,
     pub backend: Backend,
-    /// `gfx90a`, `compute_80`, `sm_90`; a static library lists its sms joined by `+`.
+    /// `gfx90a`, `compute_80`, `sm_90`; a static library lists its sms joined
+    /// by `+`, or is `host` when built per target (its kernels are its files' cubins).
     pub arch: String,
     pub kind: Kind,
     /// Relative to the dist folder, `/`-separated.

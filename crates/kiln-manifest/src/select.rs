@@ -260,9 +260,15 @@ impl Manifest {
         self.find(module, Kind::Hsaco, gfx)
     }
 
-    /// The kernel modules the manifest carries (static libraries excluded), sorted.
+    /// The kernel modules the manifest carries (static libraries and the
+    /// files of one built per target, [`crate::library_file`], excluded), sorted.
     pub fn modules(&self) -> Vec<&str> {
-        let mut m: Vec<&str> = self.artifacts.iter().filter(|a| a.kind != Kind::Staticlib).map(|a| a.module.as_str()).collect();
+        let mut m: Vec<&str> = self
+            .artifacts
+            .iter()
+            .filter(|a| a.kind != Kind::Staticlib && crate::library_file(&a.module).is_none())
+            .map(|a| a.module.as_str())
+            .collect();
         m.sort_unstable();
         m.dedup();
         m

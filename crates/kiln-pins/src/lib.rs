@@ -26,7 +26,7 @@ pub use error::{line_col, PinError, PositionedError};
 pub use raw::SCHEMA;
 pub use reach::{cuda_version, HipCompiler, SassBy};
 pub use set_check::check_sets;
-pub use sets::{ArtifactCrate, CrateApi, IncludeRoot, InputLicense, KernelSet, Source, StaticLib, TreeInput};
+pub use sets::{ArtifactCrate, CrateApi, IncludeRoot, InputLicense, KernelSet, LibKernels, Source, StaticLib, TreeInput};
 
 /// The pin file kiln uses when none is named: `pins.toml` at the repository root.
 pub const FILE_NAME: &str = "pins.toml";

@@ -3,7 +3,7 @@
 //! compiler can reach fails when the pin file is read (`cargo xtask pins
 //! check`), naming the target and the compiler, not deep into a build.
 
-use crate::{HipArch, PackagePin, Pins, Sm, StaticLib, Targets, Toolchain};
+use crate::{HipArch, LibKernels, PackagePin, Pins, Sm, StaticLib, Targets, Toolchain};
 
 /// Why a target is out of reach, and what to do about it.
 pub(crate) type OutOfReach = (String, String);
@@ -42,10 +42,21 @@ impl Pins {
     /// How the SASS for `sm` (one of `targets.cuda_sass`, a set's or the
     /// global ones) is made.
     pub fn sass_by(&self, targets: &Targets, sm: Sm) -> SassBy {
+        self.sass_from(&targets.cuda_ptx, sm)
+    }
+
+    /// How a per-target static library's cubin for `sm` (one of its `sass`) is made.
+    pub fn lib_sass_by(&self, lib: &StaticLib, sm: Sm) -> SassBy {
+        self.sass_from(&lib.ptx, sm)
+    }
+
+    /// nvcc where it reaches `sm`, else the pinned ptxas from the highest of
+    /// `levels` at or below it (both checked when the pins were read).
+    fn sass_from(&self, levels: &[Sm], sm: Sm) -> SassBy {
         if nvcc_builds(&self.toolchain, sm) {
             return SassBy::Nvcc;
         }
-        let from = targets.cuda_ptx.iter().copied().filter(|l| l.0 <= sm.0).max().expect("checked when the pins were read");
+        let from = levels.iter().copied().filter(|l| l.0 <= sm.0).max().expect("checked when the pins were read");
         SassBy::Ptxas { from }
     }
 }
@@ -186,22 +197,47 @@ pub(crate) fn check_targets(targets: &Targets, t: &Toolchain, what: &str) -> Res
     Ok(())
 }
 
-/// The static library of set `set`: its objects come from one nvcc call
-/// each, so everything in them must be within the pinned nvcc's reach. The
-/// error names the target's index: its `sass`, then its `ptx`.
+/// The static library of set `set`. Fat objects come from one nvcc call
+/// each, so everything in them must be within the pinned nvcc's reach; a
+/// per-target library's cubins may also come from the pinned ptxas, from a
+/// PTX level of its own at or below the sm. The error names the target's
+/// index: its `sass`, then its `ptx`.
 pub(crate) fn check_lib(set: &str, lib: &StaticLib, t: &Toolchain) -> Result<(), (usize, String, String)> {
     let nvcc = format!("{} {}", t.nvcc.package, t.nvcc.version);
-    let written = lib.sass.iter().map(|sm| (*sm, sm.sass())).chain(lib.ptx.iter().map(|sm| (*sm, sm.ptx())));
-    for (i, (sm, name)) in written.enumerate() {
-        if !nvcc_builds(t, sm) {
+    let written = lib.sass.iter().map(|sm| (*sm, sm.sass(), true)).chain(lib.ptx.iter().map(|sm| (*sm, sm.ptx(), false)));
+    for (i, (sm, name, sass)) in written.enumerate() {
+        if nvcc_builds(t, sm) {
+            continue;
+        }
+        if lib.kernels == LibKernels::Fat || !sass {
             return Err((
                 i,
-                format!("the static library's objects are built by nvcc alone ({nvcc}), which cannot compile for {name}"),
+                format!("the static library's {} are built by nvcc alone ({nvcc}), which cannot compile for {name}", what_nvcc_builds(lib)),
                 format!("drop it: a GPU beyond the pinned nvcc JIT-compiles the library's highest PTX level (sets.{set}.staticlib.ptx)"),
+            ));
+        }
+        let from = lib.ptx.iter().filter(|l| l.0 <= sm.0).max();
+        let ptxas = t.ptxas.as_ref().map(|p| format!("{} {}", p.package, p.version));
+        if from.is_none() || !ptxas_builds(t, sm) {
+            return Err((
+                i,
+                format!(
+                    "the static library's {name} cubins need {nvcc} or a pinned ptxas ({}) assembling a PTX level at or below it (sets.{set}.staticlib.ptx: {})",
+                    ptxas.as_deref().unwrap_or("none is pinned: [toolchain].ptxas"),
+                    if lib.ptx.is_empty() { "none".to_string() } else { lib.ptx.iter().map(|l| l.ptx()).collect::<Vec<_>>().join(", ") }
+                ),
+                format!("{name} needs CUDA {}.{} or newer, and a PTX level the pinned nvcc compiles", sm.row().since.0, sm.row().since.1),
             ));
         }
     }
     Ok(())
+}
+
+fn what_nvcc_builds(lib: &StaticLib) -> &'static str {
+    match lib.kernels {
+        LibKernels::Fat => "objects",
+        LibKernels::PerTarget => "PTX levels",
+    }
 }
 
 #[cfg(test)]

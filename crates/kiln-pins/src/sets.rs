@@ -71,8 +71,34 @@ impl Source {
     }
 }
 
-/// A static library built from some of a set's sources: one fat object per
-/// source (SASS for each of `sass`, PTX for each of `ptx`), archived in order.
+/// How a static library carries its kernels ([`StaticLib::kernels`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LibKernels {
+    /// In its objects: one fat object per source with SASS for each of
+    /// `sass` and PTX for each of `ptx` (upstream's build; every consumer
+    /// links every GPU's code, with NVIDIA's static runtime).
+    Fat,
+    /// Beside its objects: per source one cubin per sm of `sass` (the sms
+    /// the pinned nvcc cannot target assembled by the pinned ptxas from the
+    /// highest `ptx` level at or below them), and one host object whose
+    /// calls into NVIDIA's runtime are renamed to the crate's own runtime
+    /// (docs/static-library.md). `ptx` is then only what Blackwell's SASS is
+    /// assembled from.
+    PerTarget,
+}
+
+impl LibKernels {
+    /// Its value in pins.toml (`kernels = "..."`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LibKernels::Fat => "fat",
+            LibKernels::PerTarget => "per-target",
+        }
+    }
+}
+
+/// A static library built from some of a set's sources, archived in order:
+/// fat objects, or host objects beside per-sm cubins ([`LibKernels`]).
 #[derive(Clone, Debug)]
 pub struct StaticLib {
     pub name: String,
@@ -87,6 +113,8 @@ pub struct StaticLib {
     pub ffi: Option<String>,
     /// Headers of kiln's `kernels/cuda` force-included (`nvcc -include`) into every object.
     pub force_include: Vec<String>,
+    /// Where its kernels are: `kernels = "fat"` (the default) or `"per-target"`.
+    pub kernels: LibKernels,
 }
 
 impl StaticLib {
@@ -100,6 +128,7 @@ impl StaticLib {
             ptx: Vec::new(),
             ffi: None,
             force_include: Vec::new(),
+            kernels: LibKernels::Fat,
         };
         check_lib_name(&lib.name)?;
         Ok(lib)
@@ -308,6 +337,7 @@ struct RawStaticLib {
     ffi: Option<S<String>>,
     #[serde(default)]
     force_include: Vec<S<String>>,
+    kernels: Option<S<String>>,
 }
 
 /// A wheel pin (as `[toolchain].ptxas`) and the folder taken out of it.
@@ -631,10 +661,15 @@ fn read_staticlib(cx: &Ctx, lib: RawStaticLib, at: &dyn Fn(&str) -> String) -> R
         }
         force_include.push(h.get_ref().clone());
     }
+    let kernels = match lib.kernels.as_ref().map(|k| k.get_ref().as_str()) {
+        None | Some("fat") => LibKernels::Fat,
+        Some("per-target") => LibKernels::PerTarget,
+        Some(other) => return Err(cx.err(lib.kernels.as_ref().unwrap(), format!("staticlib.kernels `{other}` is neither `fat` nor `per-target`"))),
+    };
     let sources_span = lib.sources.first().map(|s| s.span());
     let targets = lib.sass.iter().chain(&lib.ptx).map(|s| s.span()).collect();
     let spans = (Some(lib.name.span()), sources_span, targets);
-    Ok((StaticLib { name: lib.name.into_inner(), sources, sass, ptx, ffi, force_include }, spans))
+    Ok((StaticLib { name: lib.name.into_inner(), sources, sass, ptx, ffi, force_include, kernels }, spans))
 }
 
 /// `[sets.<name>.crate]`: `revision_key` is `sets.<name>.crate.revision`.

@@ -56,6 +56,7 @@ fn set_json(set: &KernelSet) -> Value {
             "ptx": l.ptx.iter().map(|s| s.ptx()).collect::<Vec<_>>(),
             "sources": l.sources,
             "force_include": l.force_include,
+            "kernels": l.kernels.as_str(),
         })),
         "flags": { "cuda": set.flags.cuda, "cuda_staticlib": set.flags.cuda_staticlib },
         "inputs": inputs,

@@ -6,6 +6,7 @@
 //! defined, and that every object carries code for every pinned sm.
 
 use anyhow::{bail, Context, Result};
+use kiln_manifest::kiln_target::host_object;
 use object::{read::archive::ArchiveFile, Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 use crate::fatbin;
@@ -15,8 +16,13 @@ pub struct Member {
     pub name: String,
     /// Global functions the object defines, sorted.
     pub functions: Vec<String>,
-    /// What its `.nv_fatbin` section holds.
+    /// What its `.nv_fatbin` section holds (nothing when it is a tag).
     pub fatbin: Vec<fatbin::Entry>,
+    /// The source file its `.nv_fatbin` section names, when that is a
+    /// per-target library's tag ([`host_object::tagged`]).
+    pub tag: Option<String>,
+    /// The symbols it uses and does not define, sorted.
+    pub undefined: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -48,11 +54,21 @@ pub fn read(bytes: &[u8]) -> Result<Archive> {
             .filter_map(|s| s.name().ok().map(String::from))
             .collect();
         functions.sort();
-        let fatbin = match file.section_by_name(".nv_fatbin") {
-            Some(section) => fatbin::read(section.data()?).with_context(|| format!("member {name}: bad .nv_fatbin"))?,
-            None => Vec::new(),
+        let mut undefined: Vec<String> = file.symbols().filter(|s| s.is_undefined()).filter_map(|s| s.name().ok().map(String::from)).collect();
+        undefined.retain(|s| !s.is_empty());
+        undefined.sort();
+        undefined.dedup();
+        let (fatbin, tag) = match file.section_by_name(".nv_fatbin") {
+            Some(section) => {
+                let data = section.data()?;
+                match host_object::tagged(data) {
+                    Some(stem) => (Vec::new(), Some(stem.to_string())),
+                    None => (fatbin::read(data).with_context(|| format!("member {name}: bad .nv_fatbin"))?, None),
+                }
+            }
+            None => (Vec::new(), None),
         };
-        members.push(Member { name, functions, fatbin });
+        members.push(Member { name, functions, fatbin, tag, undefined });
     }
     if members.is_empty() {
         bail!("the archive has no members");
@@ -78,19 +94,61 @@ pub fn check(bytes: &[u8], sms: &[u32], ptx: &[u32], required: &[String]) -> Res
             problems.push(format!("{} has no {}", m.name, missing.join(", ")));
         }
     }
-    let defined = a.functions();
-    let undefined: Vec<&String> = required.iter().filter(|f| defined.binary_search(f).is_err()).collect();
-    if !undefined.is_empty() {
-        problems.push(format!(
-            "{} function(s) declared by the Rust side are not defined: {}",
-            undefined.len(),
-            undefined.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-        ));
-    }
+    problems.extend(undefined_required(&a, required));
     if !problems.is_empty() {
         bail!("{}", problems.join("\n"));
     }
     Ok(a)
+}
+
+/// Checks a per-target library of `lib` (docs/static-library.md): every
+/// member is a host object carrying no code, only the tag of its own file
+/// (`<stem>.o` tagged `<stem>`), calls none of NVIDIA's runtime functions
+/// under its own name, and of the renamed ones only those the crate's
+/// runtime defines ([`host_object::RUNTIME_CALLS`]); and the archive defines
+/// each of `required`. Every problem is listed.
+pub fn check_host(bytes: &[u8], lib: &str, required: &[String]) -> Result<Archive> {
+    let a = read(bytes)?;
+    let mut problems = Vec::new();
+    let prefix = host_object::renamed(lib, "");
+    for m in &a.members {
+        let stem = m.name.strip_suffix(".o").unwrap_or(&m.name);
+        match &m.tag {
+            Some(t) if t == stem => {}
+            Some(t) => problems.push(format!("{} is tagged as {t}'s host object, not {stem}'s", m.name)),
+            None if m.fatbin.is_empty() => problems.push(format!("{} has no kiln tag in .nv_fatbin: not a per-target host object", m.name)),
+            None => {
+                problems.push(format!("{} carries device code ({} fatbin entries): a per-target host object carries none", m.name, m.fatbin.len()))
+            }
+        }
+        let own: Vec<&str> = m.undefined.iter().map(String::as_str).filter(|s| host_object::is_runtime_symbol(s)).collect();
+        if !own.is_empty() {
+            problems.push(format!("{} calls NVIDIA's runtime under its own names (not renamed to {prefix}*): {}", m.name, own.join(", ")));
+        }
+        let unknown: Vec<&str> =
+            m.undefined.iter().filter_map(|s| s.strip_prefix(&prefix)).filter(|f| !host_object::RUNTIME_CALLS.contains(f)).collect();
+        if !unknown.is_empty() {
+            problems.push(format!("{} calls runtime functions the crate's runtime does not define: {}", m.name, unknown.join(", ")));
+        }
+    }
+    problems.extend(undefined_required(&a, required));
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\n"));
+    }
+    Ok(a)
+}
+
+/// Which of `required` no member defines, as a problem line.
+fn undefined_required(a: &Archive, required: &[String]) -> Option<String> {
+    let defined = a.functions();
+    let undefined: Vec<&String> = required.iter().filter(|f| defined.binary_search(f).is_err()).collect();
+    (!undefined.is_empty()).then(|| {
+        format!(
+            "{} function(s) declared by the Rust side are not defined: {}",
+            undefined.len(),
+            undefined.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        )
+    })
 }
 
 /// The functions an `extern "C" { ... }` block of a Rust file declares

@@ -57,12 +57,19 @@ fn sm_of(osabi: u8, flags: u32) -> Result<u32> {
 }
 
 pub fn check(bytes: &[u8], sm: u32) -> Result<Cubin> {
+    let c = check_sm(bytes, sm)?;
+    if c.kernels.is_empty() {
+        bail!("the cubin holds no kernel entries");
+    }
+    Ok(c)
+}
+
+/// A cubin for `sm`, kernels or not: a static library's file may hold only
+/// host code (a C entry point calling another file's launcher).
+pub fn check_sm(bytes: &[u8], sm: u32) -> Result<Cubin> {
     let c = read(bytes)?;
     if c.sm != sm {
         bail!("e_flags say sm_{}, but sm_{sm} was asked for", c.sm);
-    }
-    if c.kernels.is_empty() {
-        bail!("the cubin holds no kernel entries");
     }
     Ok(c)
 }

@@ -4,7 +4,18 @@
 //! objects with NVIDIA's runtime; `split`: kiln's host-only objects + its
 //! runtime in src/launch.rs + per-sm cubins) can be compared byte for byte.
 #[cfg(feature = "split")]
+// kiln's runtime for the static library, as the drop-in carries it.
+#[path = "../../../../crates/kiln-package/template/main/src/launch.rs"]
 mod launch;
+
+/// What the runtime loads for a library file (the drop-in's `library_image`):
+/// here, the sm_90 cubin build.sh made of it, from `CUBIN_DIR`.
+#[cfg_attr(not(feature = "split"), allow(dead_code))]
+fn library_image(stem: &str) -> Result<&'static [u8], String> {
+    let dir = std::env::var("CUBIN_DIR").map_err(|_| "CUBIN_DIR unset".to_string())?;
+    let path = format!("{dir}/{stem}.sm_90.cubin");
+    std::fs::read(&path).map(|b| &*Box::leak(b.into_boxed_slice())).map_err(|e| format!("{path}: {e}"))
+}
 
 use std::ffi::c_void;
 use std::time::Instant;
@@ -251,12 +262,6 @@ fn max_rel(got: &[f32], want: &[f32]) -> f32 {
 }
 
 fn main() {
-    #[cfg(feature = "split")]
-    launch::install(|module| {
-        let dir = std::env::var("CUBIN_DIR").map_err(|_| "CUBIN_DIR unset".to_string())?;
-        let path = format!("{dir}/{module}.sm_90.cubin");
-        std::fs::read(&path).map(|b| &*Box::leak(b.into_boxed_slice())).map_err(|e| format!("{path}: {e}"))
-    });
     let build = if cfg!(feature = "split") { "split" } else { "fat" };
     let out_dir = std::env::var("OUT").unwrap_or_else(|_| ".".into());
     let (cu, stream) = cu();

@@ -40,7 +40,13 @@ pub fn slices(g: &Gen) -> Result<Vec<Crate>> {
             .iter()
             .map(|j| Dep { name: format!("{}-ffi-{j}", g.main), version: exact_req(&g.version), path: format!("ffi-{j}") })
             .collect();
-        deps.push(Dep { name: format!("{cudart_main}-cudart"), version: exact_req(cudart_version), path: "cudart".into() });
+        // Fat objects call NVIDIA's runtime; per-target host objects call the main crate's own (its `launch.rs`).
+        if !per_target(g) {
+            deps.push(Dep { name: format!("{cudart_main}-cudart"), version: exact_req(cudart_version), path: "cudart".into() });
+        }
+        // The first slice of kiln's drop-in, which every consumer links, carries the CUDA link stand-ins.
+        let drop_in = g.inp.set.artifact_crate.as_ref().is_some_and(|c| c.api == kiln_pins::CrateApi::Kiln);
+        let link_stubs: &[crate::link_stubs::StubLib] = if drop_in && i == 0 { stand_ins(g)? } else { &[] };
         let lib_crate = LinkCrate {
             name: &name,
             lib: &slice.lib,
@@ -51,7 +57,7 @@ pub fn slices(g: &Gen) -> Result<Vec<Crate>> {
             system_libs: &["stdc++"],
             depends_on: &deps,
             license: &license,
-            link_stubs: &[],
+            link_stubs,
         };
         write_crate(g, &dir, &lib_crate)?;
         let z = dir_size(&dir.join("payload"))?;
@@ -70,12 +76,6 @@ pub fn cudart(g: &Gen) -> Result<Crate> {
     let files = g.inp.toolchain;
     let data = fs::read(&files.cudart_static).with_context(|| format!("cannot read {}", files.cudart_static.display()))?;
     let lib = format!("{}_cudart", lib_name(main));
-    // CUDA 12's (the toolchain's stubs) and each pinned further major's, read by the dist.
-    let link_stubs = g.inp.link_stubs;
-    crate::link_stubs::check_complete(link_stubs)?;
-    if link_stubs.is_empty() {
-        bail!("no CUDA link stand-ins to package: the dist reads them from the toolchain's stubs and [cuda_link_stubs]");
-    }
     let lib_crate = LinkCrate {
         name: &name,
         lib: &lib,
@@ -86,13 +86,30 @@ pub fn cudart(g: &Gen) -> Result<Crate> {
         system_libs: &["rt", "pthread", "dl"],
         depends_on: &[],
         license: "",
-        link_stubs,
+        link_stubs: &[],
     };
     write_crate_as(g, &dir, &lib_crate, main, version)?;
     g.licenses(&dir)?;
     fs::copy(&files.nvidia_license, dir.join("LICENSE-NVIDIA")).with_context(|| format!("cannot copy {}", files.nvidia_license.display()))?;
     let z = dir_size(&dir.join("payload"))?;
     Ok(Crate { name, dir, raw_bytes: data.len() as u64, payload_bytes: z, borrowed: false })
+}
+
+/// Whether the set's static library is built per target: host objects
+/// calling the main crate's runtime, not NVIDIA's (docs/static-library.md).
+fn per_target(g: &Gen) -> bool {
+    g.inp.set.staticlib.as_ref().is_some_and(|l| l.kernels == kiln_pins::LibKernels::PerTarget)
+}
+
+/// The CUDA link stand-ins: CUDA 12's (the toolchain's stubs) and each pinned
+/// further major's, read by the dist; the drop-in's first slice carries them.
+fn stand_ins<'a>(g: &Gen<'a>) -> Result<&'a [crate::link_stubs::StubLib]> {
+    let link_stubs = g.inp.link_stubs;
+    crate::link_stubs::check_complete(link_stubs)?;
+    if link_stubs.is_empty() {
+        bail!("no CUDA link stand-ins to package: the dist reads them from the toolchain's stubs and [cuda_link_stubs]");
+    }
+    Ok(link_stubs)
 }
 
 /// A crate whose build script inflates a static library and links it.

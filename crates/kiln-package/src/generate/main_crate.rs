@@ -57,8 +57,9 @@ impl Deps {
         let _ = writeln!(self.shim_features, "{feature} = [\"{}/{feature}\"]", g.main);
         self.defaults.push(format!("\"{feature}\""));
         let _ = writeln!(self.part_pushes, "    #[cfg(all(feature = \"{feature}\", {present}))]\n    v.push({}::FILES);", lib_name(name));
-        // A table holds one arch's artifacts (or the bundles): one folder of the dist.
-        let folder = part.paths.first().and_then(|p| p.rsplit_once('/')).map_or(String::new(), |(dir, _)| format!("{dir}/"));
+        // A table holds one arch's artifacts (or the bundles): one folder of
+        // the dist, `cuda/sm_90/` (the static library's cubins below it too).
+        let folder = part.paths.first().map_or(String::new(), |p| p.split_inclusive('/').take(2).collect());
         self.table_parts.push((feature.clone(), folder));
     }
 
@@ -72,7 +73,8 @@ impl Deps {
 }
 
 /// The template's hand-written sources of the main crate.
-const SOURCES: [&str; 10] = ["lib.rs", "inflate.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs", "narrow.rs"];
+const SOURCES: [&str; 11] =
+    ["lib.rs", "inflate.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs", "narrow.rs", "launch.rs"];
 
 pub fn write_crate(g: &Gen, main_part: &Part, deps: &Deps) -> Result<Crate> {
     let dir = g.out.join("main");
@@ -131,6 +133,9 @@ fn generated_rs(g: &Gen, main: &Part, deps: &Deps) -> String {
         let _ = writeln!(s, "pub const {}: Module = Module {{ index: {i}, name: {m:?} }};", m.to_uppercase());
     }
     let _ = writeln!(s, "\npub(crate) const MODULE_NAMES: [&str; {}] = {:?};", modules.len(), modules);
+    let lib = set.staticlib.as_ref().map_or("", |l| l.name.as_str());
+    let _ = writeln!(s, "/// The static library, whose per-target cubins are the modules `<LIBRARY>/<file stem>`.");
+    let _ = writeln!(s, "pub(crate) const LIBRARY: &str = {lib:?};");
     let levels: Vec<String> = set.targets.cuda_ptx.iter().map(|l| format!("({}, {:?})", l.0, l.ptx())).collect();
     let _ = writeln!(s, "pub(crate) const PTX_LEVELS: [(u32, &str); {}] = [{}];\n", levels.len(), levels.join(", "));
     let _ = writeln!(s, "/// Each optional part: its feature, the dist folder of what it carries, and whether its feature is on.");

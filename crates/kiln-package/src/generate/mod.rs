@@ -89,8 +89,23 @@ pub struct Crate {
     pub borrowed: bool,
 }
 
+/// The library whose renamed runtime functions the template's `launch.rs`
+/// defines (`kiln_moe_cudaLaunchKernel`, ...): a test holds the two together.
+pub const RUNTIME_LIBRARY: &str = "moe";
+
 /// Generates the crates' workspace in `out` (which must not exist yet).
 pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
+    if let Some(lib) = inp.set.staticlib.as_ref().filter(|l| l.kernels == kiln_pins::LibKernels::PerTarget) {
+        if lib.name != RUNTIME_LIBRARY {
+            anyhow::bail!(
+                "set `{}`: the drop-in's runtime for a per-target static library (template main/src/launch.rs) defines the functions of \
+                 library `{RUNTIME_LIBRARY}` ({}*), not of `{}`: rename the library or the runtime's functions",
+                inp.set.name,
+                kiln_manifest::kiln_target::host_object::renamed(RUNTIME_LIBRARY, ""),
+                lib.name
+            );
+        }
+    }
     let g = text::Gen::new(inp, out)?;
     let mut crates = support::crates(&g)?;
     let plan = parts::tables(inp.manifest);

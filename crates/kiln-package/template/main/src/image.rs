@@ -90,6 +90,21 @@ fn ptx_levels() -> Vec<u32> {
     PTX_LEVELS.iter().map(|(l, _)| *l).collect()
 }
 
+/// The PTX levels carried of `module`: the set's, for a module; none for a
+/// file of the static library (its kernels are carried as SASS only).
+fn ptx_of(module: &str) -> Vec<u32> {
+    if is_library(module) {
+        Vec::new()
+    } else {
+        ptx_levels()
+    }
+}
+
+/// Whether `module` is a file of the static library (`moe/<stem>`).
+fn is_library(module: &str) -> bool {
+    kiln_manifest::library_file(module).is_some()
+}
+
 /// Of `devices`, those this build's narrowing (`kiln_gpu`) leaves without
 /// the SASS kiln built for them, each with that sm; none unless narrowed,
 /// nor with `KILN_PTX_ARCH` (the PTX on purpose).
@@ -97,12 +112,12 @@ fn narrowed_out(module: &str, devices: &[u32]) -> Vec<(u32, u32)> {
     if ptx::forced_level().is_some() || narrow::named().is_empty() {
         return Vec::new();
     }
-    choose::narrowed_out(devices, &built_sass(module), &carried_sass(module), &ptx_levels())
+    choose::narrowed_out(devices, &built_sass(module), &carried_sass(module), &ptx_of(module))
 }
 
 /// What this process's image of `module` holds.
 pub fn plan_for(module: &str) -> Plan {
-    let ptx = ptx_levels();
+    let ptx = ptx_of(module);
     let devices = devices();
     let sass = carried_sass(module);
     // Without a driver the load fails anyway; an image for every carried
@@ -110,9 +125,36 @@ pub fn plan_for(module: &str) -> Plan {
     let wanted: Vec<u32> = if devices.is_empty() { sass.iter().copied().chain(ptx.first().copied()).collect() } else { devices.to_vec() };
     let out = narrowed_out(module, devices);
     let served: Vec<u32> = wanted.into_iter().filter(|cap| !out.iter().any(|(d, _)| d == cap)).collect();
-    let mut p = plan(&served, &sass, &ptx, ptx::forced_level().map(|(l, _)| *l));
+    let forced = if is_library(module) { None } else { ptx::forced_level().map(|(l, _)| *l) };
+    let mut p = plan(&served, &sass, &ptx, forced);
     p.unserved.extend(out.iter().map(|(cap, _)| *cap));
     p
+}
+
+/// The image of one file of the static library (`moe/<stem>`, what its host
+/// object's launchers run: `launch.rs`): the SASS of its carried sms for this
+/// process's GPUs, chosen as a module's; an error naming what is carried
+/// where a GPU gets none (never another GPU's kernel).
+pub(crate) fn for_library(module: &str) -> Result<&'static [u8], String> {
+    static IMAGES: OnceLock<std::sync::Mutex<Vec<(String, &'static [u8])>>> = OnceLock::new();
+    let images = IMAGES.get_or_init(Default::default);
+    let mut images = images.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, image)) = images.iter().find(|(m, _)| m == module) {
+        return Ok(image);
+    }
+    let p = plan_for(module);
+    // As for a module: a GPU the narrowing leaves out is refused even beside others the image serves.
+    if p.sass.is_empty() || !narrowed_out(module, &p.unserved).is_empty() {
+        return Err(unserved_message(module, &p.unserved));
+    }
+    let mut cubins = Vec::new();
+    for sm in &p.sass {
+        cubins.push((*sm, payload::verified(&format!("cuda/sm_{sm}/{module}.cubin")).map_err(|e| format!("{module}: {e}"))?));
+    }
+    let entries: Vec<fatbin::Entry> = cubins.iter().map(|(sm, elf)| fatbin::Entry::Sass { sm: *sm, elf }).collect();
+    let image: &'static [u8] = Box::leak(fatbin::write(&entries).into_boxed_slice());
+    images.push((module.to_string(), image));
+    Ok(image)
 }
 
 pub(crate) fn for_module(index: usize) -> &'static [u8] {
@@ -144,13 +186,13 @@ pub(crate) fn for_module(index: usize) -> &'static [u8] {
 pub fn unserved_message(module: &str, unserved: &[u32]) -> String {
     let caps: Vec<String> = unserved.iter().map(|c| format!("sm_{c}")).collect();
     let sass: Vec<String> = carried_sass(module).iter().map(|s| format!("sm_{s}")).collect();
-    let ptx: Vec<&str> = PTX_LEVELS.iter().map(|(_, n)| *n).collect();
+    let ptx: Vec<String> = ptx_of(module).iter().map(|l| format!("compute_{l}")).collect();
     let carried = if sass.is_empty() { "no sm (no sm feature enabled)".to_string() } else { sass.join(", ") };
+    let ptx = if ptx.is_empty() { "no PTX (the static library's kernels are SASS only)".to_string() } else { format!("PTX for {}", ptx.join(", ")) };
     let mut why = format!(
-        "{} cannot load kernel module {module} on this machine's GPU(s) ({}): this build carries SASS for {carried} and PTX for {}",
+        "{} cannot load kernel module {module} on this machine's GPU(s) ({}): this build carries SASS for {carried} and {ptx}",
         env!("CARGO_PKG_NAME"),
         caps.join(", "),
-        ptx.join(", ")
     );
     let out = narrowed_out(module, unserved);
     if unserved.iter().any(|cap| !out.iter().any(|(d, _)| d == cap)) {

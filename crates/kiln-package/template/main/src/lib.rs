@@ -14,6 +14,7 @@ mod fatbin;
 mod hip;
 mod image;
 mod inflate;
+mod launch;
 mod narrow;
 mod payload;
 mod ptx;
@@ -24,6 +25,12 @@ pub mod kiln;
 include!("generated.rs");
 
 pub use ptx::ModulePtx;
+
+/// The image of the static library's file `stem` for this process's GPUs:
+/// what the library's runtime (`launch.rs`) loads for its launchers.
+pub(crate) fn library_image(stem: &str) -> Result<&'static [u8], String> {
+    image::for_library(&kiln_manifest::library_file_module(LIBRARY, stem))
+}
 
 /// An optional part crate of artifacts (one sm, one gfx arch, or the HIP
 /// bundles), as this build has it.

@@ -1,7 +1,9 @@
 //! kiln's CUDA runtime for the static library's launchers.
 //!
 //! The launchers (candle's C++ host code: `launch_mmq_gguf_q4_0`, ...) are
-//! compiled once per host with no kernels in them: every call they make into
+//! compiled once per host with no kernels in them (kiln-build's host-object
+//! job; `kiln_target::host_object` states the contract, and kiln's test holds
+//! that this file defines every function it names): every call they make into
 //! NVIDIA's runtime (`cudaLaunchKernel`, `__cudaRegisterFunction`, ...) was
 //! renamed at build time to `kiln_<lib>_<name>` and lands here. The kernels
 //! come from the module images this crate carries per GPU (SASS per sm,
@@ -26,17 +28,6 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 
-/// What gives the image (a fatbinary with the SASS for this process's GPUs)
-/// of one of the library's modules, by name.
-pub type Provider = fn(module: &str) -> Result<&'static [u8], String>;
-
-static PROVIDER: OnceLock<Provider> = OnceLock::new();
-
-/// Called by every `ffi` function before it enters the launcher.
-pub fn install(p: Provider) {
-    let _ = PROVIDER.set(p);
-}
-
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Dim3 {
@@ -55,7 +46,7 @@ struct FatbinWrapper {
 }
 
 /// The tag kiln writes in place of each object's fatbin: `KILNMOD\0<module>\0`.
-const TAG: &[u8] = b"KILNMOD\0";
+use kiln_manifest::kiln_target::host_object::TAG_MAGIC as TAG;
 
 #[derive(Default)]
 struct Registry {
@@ -209,8 +200,7 @@ fn function(host_fun: *const c_void) -> Result<CuFunction, c_int> {
     let handle = match loaded.get(&(ctx as usize, module)) {
         Some(&m) => m as CuModule,
         None => {
-            let provider = PROVIDER.get().ok_or(INITIALIZATION_ERROR)?;
-            let image = provider(module).map_err(|e| {
+            let image = crate::library_image(module).map_err(|e| {
                 eprintln!("{e}");
                 NO_KERNEL_IMAGE
             })?;
