@@ -50,6 +50,47 @@ pub struct Lock {
 /// Paths → sha256 of what a build made besides the manifest's artifacts.
 pub type Digests = BTreeMap<String, String>;
 
+/// What a build made, for [`Lock::check`]: each part it has to compare.
+#[derive(Clone, Copy, Default)]
+pub struct Made<'a> {
+    /// Its manifest: the artifacts, the toolchain and the source.
+    pub manifest: Option<&'a SetManifest>,
+    /// Its static library's objects ([`Lock::objects`]).
+    pub objects: Option<&'a Digests>,
+    /// Its crates' payload files ([`Lock::payloads`]); always a whole set.
+    pub payloads: Option<&'a Digests>,
+    /// A whole build: what the lock has that it lacks is a difference too.
+    pub complete: bool,
+}
+
+/// A table of the lock, for [`Lock::entry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Table {
+    Artifacts,
+    Objects,
+    Payloads,
+}
+
+/// How one file a build made stands against the lock ([`Lock::entry`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry<'l> {
+    /// The lock has this sha256 for it.
+    Same,
+    /// The lock has another sha256 for it: this one.
+    Differs(&'l str),
+    /// The lock has no such path.
+    Absent,
+}
+
+/// The one comparison of a sha256 with a table's entry for `path`.
+fn entry<'l>(locked: &'l Digests, path: &str, sha256: &str) -> Entry<'l> {
+    match locked.get(path) {
+        None => Entry::Absent,
+        Some(l) if l != sha256 => Entry::Differs(l),
+        Some(_) => Entry::Same,
+    }
+}
+
 impl Lock {
     pub fn of(written: &SetManifest) -> Lock {
         let manifest = &written.manifest;
@@ -93,11 +134,46 @@ impl Lock {
         }
     }
 
+    /// The one comparison of what a build made with this lock (the file
+    /// `name`, [`crate::set_output::lock_file_name`]): every difference, in the order objects,
+    /// artifacts (with the likely cause), payloads, less the missing tables
+    /// [`NOT_YET_REWRITTEN`] lets that lock lack. `--locked`'s validate and
+    /// packaging stages, a shard, a merge and `cargo xtask verify` all call it.
+    pub fn check(&self, name: &str, made: Made) -> Vec<String> {
+        let mut diff = Vec::new();
+        if let Some(objects) = made.objects {
+            diff.extend(self.object_differences(objects, made.complete));
+        }
+        if let Some(manifest) = made.manifest {
+            diff.extend(self.differences(manifest, made.complete));
+        }
+        if let Some(payloads) = made.payloads {
+            diff.extend(self.payload_differences(payloads));
+        }
+        split_unrewritten(name, diff)
+    }
+
+    /// Whether this lock was made with `toolchain` from `source` (its lines):
+    /// else its hashes mean nothing for a build of them.
+    pub fn applies_to(&self, toolchain: &str, source: &str) -> bool {
+        self.toolchain == toolchain && self.source == source
+    }
+
+    /// How the file `path` of `table`, with `sha256`, stands against this lock.
+    pub fn entry(&self, table: Table, path: &str, sha256: &str) -> Entry<'_> {
+        let locked = match table {
+            Table::Artifacts => &self.artifacts,
+            Table::Objects => &self.objects,
+            Table::Payloads => &self.payloads,
+        };
+        entry(locked, path, sha256)
+    }
+
     /// Every way the static library's `objects` disagree with the lock's. A
     /// lock without an `[objects]` table, for a build that made objects, is
     /// one difference naming the table ([`missing_table`]): nothing is left
     /// unchecked in silence ([`split_unrewritten`] names the exceptions).
-    pub fn object_differences(&self, objects: &Digests, complete: bool) -> Vec<String> {
+    fn object_differences(&self, objects: &Digests, complete: bool) -> Vec<String> {
         if self.objects.is_empty() {
             return missing_table("objects", objects.len(), "static-library objects").into_iter().collect();
         }
@@ -106,7 +182,7 @@ impl Lock {
 
     /// Every way the packaged crates' `payloads` disagree with the lock's; a
     /// lock without a `[payloads]` table is one difference naming it.
-    pub fn payload_differences(&self, payloads: &Digests) -> Vec<String> {
+    fn payload_differences(&self, payloads: &Digests) -> Vec<String> {
         if self.payloads.is_empty() {
             return missing_table("payloads", payloads.len(), "crate payload files").into_iter().collect();
         }
@@ -164,8 +240,9 @@ impl Lock {
         fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
     }
 
-    /// Every way `manifest` disagrees with the lock. `complete` says the
-    /// manifest is a full build, so lock entries it lacks are reported too.
+    /// Every way `manifest` disagrees with the lock ([`Lock::check`]'s
+    /// artifacts part). `complete` says the manifest is a full build, so lock
+    /// entries it lacks are reported too.
     pub fn differences(&self, written: &SetManifest, complete: bool) -> Vec<String> {
         let manifest = &written.manifest;
         let mut out = Vec::new();
@@ -180,10 +257,10 @@ impl Lock {
             out.push(format!("source: the lock has `{}`, this build `{}`", self.source, written.source_line()));
         }
         for a in &manifest.artifacts {
-            match self.artifacts.get(&a.path) {
-                None => out.push(format!("{}: not in the lock (built {})", a.path, short(&a.sha256))),
-                Some(h) if *h != a.sha256 => out.push(format!("{}: differs: lock {}, built {}", a.path, short(h), short(&a.sha256))),
-                Some(_) => {}
+            match entry(&self.artifacts, &a.path, &a.sha256) {
+                Entry::Absent => out.push(format!("{}: not in the lock (built {})", a.path, short(&a.sha256))),
+                Entry::Differs(h) => out.push(format!("{}: differs: lock {}, built {}", a.path, short(h), short(&a.sha256))),
+                Entry::Same => {}
             }
         }
         if complete {
@@ -195,8 +272,8 @@ impl Lock {
         }
         // Say which of the three causes it is; the cache is ruled out because
         // every entry is checked against the sha256 it recorded when read.
-        let pins_changed = self.toolchain != manifest.toolchain.identity || self.source != written.source_line();
-        let bytes_differ = manifest.artifacts.iter().any(|a| self.artifacts.get(&a.path).is_some_and(|h| *h != a.sha256));
+        let pins_changed = !self.applies_to(&manifest.toolchain.identity, &written.source_line());
+        let bytes_differ = manifest.artifacts.iter().any(|a| matches!(entry(&self.artifacts, &a.path, &a.sha256), Entry::Differs(_)));
         if pins_changed {
             out.push("cause: a pin changed (above), so the artifacts are expected to change: run `cargo xtask dist --update-lock` and commit artifacts.lock".into());
         } else if bytes_differ {
@@ -233,7 +310,7 @@ fn missing_table(table: &str, n: usize, what: &str) -> Option<String> {
 
 /// `diff` of the lock `file_name` without the missing tables
 /// [`NOT_YET_REWRITTEN`] lets it lack (the summary names those instead).
-pub fn split_unrewritten(file_name: &str, diff: Vec<String>) -> Vec<String> {
+fn split_unrewritten(file_name: &str, diff: Vec<String>) -> Vec<String> {
     diff.into_iter()
         .filter(|d| {
             !NOT_YET_REWRITTEN.iter().any(|(f, table, _)| *f == file_name && d.starts_with(&format!("[{table}]: the lock has no [{table}] table")))
@@ -245,10 +322,10 @@ pub fn split_unrewritten(file_name: &str, diff: Vec<String>) -> Vec<String> {
 fn digest_differences(what: &str, locked: &Digests, made: &Digests, complete: bool, verb: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (path, h) in made {
-        match locked.get(path) {
-            None => out.push(format!("{what}{path}: not in the lock ({verb} {})", short(h))),
-            Some(l) if l != h => out.push(format!("{what}{path}: differs: lock {}, {verb} {}", short(l), short(h))),
-            Some(_) => {}
+        match entry(locked, path, h) {
+            Entry::Absent => out.push(format!("{what}{path}: not in the lock ({verb} {})", short(h))),
+            Entry::Differs(l) => out.push(format!("{what}{path}: differs: lock {}, {verb} {}", short(l), short(h))),
+            Entry::Same => {}
         }
     }
     if complete {
@@ -364,6 +441,31 @@ mod tests {
         full.update(&m, &objects, Some(&digests(&[("c/payload/x.zst", "bb")])));
         let line = full.summary(Path::new("artifacts.lock"), 3, &objects, Some(&digests(&[("c/payload/x.zst", "bb")])));
         assert_eq!(line, "all 3 artifacts match artifacts.lock, as do its 1 objects and 1 payloads");
+    }
+
+    /// The one check: objects, artifacts, payloads in that order, less what the lock may lack.
+    #[test]
+    fn check_is_every_comparison_in_one_order() {
+        let m = manifest("t1", &"11".repeat(32));
+        let digests = |pairs: &[(&str, &str)]| -> Digests { pairs.iter().map(|(k, v)| (k.to_string(), v.repeat(32))).collect() };
+        let (objects, payloads) = (digests(&[("cuda/lib/l/a.o", "aa")]), digests(&[("c/payload/x.zst", "bb")]));
+        let lock = Lock::of(&manifest("t1", &"22".repeat(32)));
+        let made = Made { manifest: Some(&m), objects: Some(&objects), payloads: Some(&payloads), complete: true };
+        let d = lock.check("artifacts.lock", made);
+        assert!(
+            d[0].starts_with("[objects]") && d[1].starts_with("cuda/sm_90/affine.cubin: differs") && d.last().unwrap().starts_with("[payloads]"),
+            "{d:?}"
+        );
+        let d = lock.check("artifacts.flash-attn.lock", made);
+        assert!(d[0].starts_with("cuda/sm_90/affine.cubin: differs") && d.len() == 2, "{d:?}");
+        assert!(lock.check("artifacts.lock", Made::default()).is_empty());
+        assert_eq!(lock.entry(Table::Artifacts, "cuda/sm_90/affine.cubin", &"22".repeat(32)), Entry::Same);
+        assert_eq!(
+            lock.entry(Table::Artifacts, "cuda/sm_90/affine.cubin", &"11".repeat(32)),
+            Entry::Differs(&lock.artifacts["cuda/sm_90/affine.cubin"])
+        );
+        assert_eq!(lock.entry(Table::Objects, "cuda/lib/l/a.o", &"aa".repeat(32)), Entry::Absent);
+        assert!(lock.applies_to("t1", &m.source_line()) && !lock.applies_to("t2", &m.source_line()));
     }
 
     /// `cargo xtask verify` of a set whose lock may lack a table says so on its summary

@@ -212,8 +212,7 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
             .filter(|(j, _)| j.kind == JobKind::Object)
             .map(|(j, b)| Ok((collect::object_path(j), fetch::sha256_file(&b.path)?)))
             .collect::<Result<crate::lock::Digests>>()?;
-        let mut diff = lock.object_differences(&objects, false);
-        diff.extend(lock.differences(&m, false));
+        let diff = lock.check(&one.output.lock_name(), crate::lock::Made { manifest: Some(&m), objects: Some(&objects), ..Default::default() });
         if !diff.is_empty() {
             bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), one.output.lock_name(), diff.join("\n  "));
         }
