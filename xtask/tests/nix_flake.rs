@@ -186,16 +186,7 @@ impl Drop for Copy {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
+    kiln_fs::copy_tree(from, to).unwrap();
 }
 
 fn eval_raw(flake: &str, attr: &str) -> Output {

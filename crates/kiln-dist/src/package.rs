@@ -9,6 +9,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use kiln_fs::copy_tree;
 use kiln_package::{
     cargo, generate,
     sources::{Sources, ToolchainFiles},
@@ -243,20 +244,6 @@ pub(crate) fn trees_listing(trees: &[&Path]) -> Result<String> {
         }
     }
     Ok(text)
-}
-
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    fs::create_dir_all(to)?;
-    for e in fs::read_dir(from)? {
-        let e = e?;
-        let dest = to.join(e.file_name());
-        if e.file_type()?.is_dir() {
-            copy_tree(&e.path(), &dest)?;
-        } else {
-            fs::copy(e.path(), &dest).with_context(|| format!("cannot copy {}", e.path().display()))?;
-        }
-    }
-    Ok(())
 }
 
 /// A rename, or a copy and a removal where the two folders are on different

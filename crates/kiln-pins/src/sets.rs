@@ -248,8 +248,9 @@ pub(crate) fn valid_name(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+/// A relative path in the pin file that stays inside its folder: kiln-manifest's one rule ([`kiln_manifest::path_inside`]).
 pub(crate) fn relative_path(s: &str) -> bool {
-    !s.is_empty() && !s.starts_with('/') && !s.split('/').any(|c| c == ".." || c == ".")
+    kiln_manifest::path_inside(std::path::Path::new(""), s).is_ok()
 }
 
 pub(crate) fn check_module_name(m: &str) -> Result<(), String> {

@@ -168,11 +168,10 @@ pub fn tree(cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tree> {
         let mut n = 0;
         for entry in entries(bytes)?.iter().filter(|e| e.name.starts_with(&prefix) && !e.name.ends_with('/')) {
             let rel = &entry.name[prefix.len()..];
-            if rel.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+            let Ok(dest) = kiln_manifest::path_inside(&tmp.join("files"), rel) else {
                 bail!("{what}: {} is not a plain path inside {tree}", entry.name);
-            }
+            };
             let (data, sha256) = w.checked(&entry.name, || read_entry(bytes, entry))?;
-            let dest = tmp.join("files").join(rel);
             fs::create_dir_all(dest.parent().expect("below files/"))?;
             fs::write(&dest, &data)?;
             list.push_str(&format!("{sha256}  {rel}\n"));
