@@ -7,7 +7,7 @@ use kiln_toolchain::remote;
 use crate::flags;
 
 pub(crate) fn workers(jobs: Option<usize>) -> usize {
-    jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+    jobs.unwrap_or_else(kiln_toolchain::default_workers)
 }
 
 /// The remote cache the flags and the environment name, if any.

@@ -311,7 +311,7 @@ fn every_version_in_the_shell_comes_from_the_pin_file() {
     for (_, p) in pins.compilers() {
         pinned.push(p.version.clone());
         // `12.4.131`, `17.0.6`; shorter ones (`6.0`) would match unrelated text.
-        let upstream = kiln_dist::compilers::upstream_version(&p.version);
+        let upstream = kiln_pins::upstream_version(&p.version);
         if upstream.matches('.').count() >= 2 {
             pinned.push(upstream.to_string());
         }

@@ -131,7 +131,7 @@ impl<'p> Builder<'p> {
             lock_dir: None,
             lock: LockMode::Off,
             package: false,
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            workers: kiln_toolchain::default_workers(),
             verbose: false,
             no_compile: false,
             remote: None,

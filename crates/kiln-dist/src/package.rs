@@ -140,7 +140,7 @@ fn package_key(
     }
     let input_licenses = crate::sources::input_licenses(cache, set)?;
     for l in &input_licenses {
-        key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, fetch::sha256_bytes(l.text.as_bytes())));
+        key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, kiln_manifest::sha256_hex(l.text.as_bytes())));
     }
     let key = cache_key(w.runner, &artifact_crate.name, version, &key_text, &sources.trees(), ffi_rs)?;
     Ok((key, input_licenses))
@@ -231,7 +231,7 @@ fn cache_key(runner: &Runner, name: &str, version: &str, manifest_json: &str, tr
     );
     text.push_str(manifest_json);
     text.push_str(&trees_listing(trees)?);
-    Ok(fetch::sha256_bytes(text.as_bytes()))
+    Ok(kiln_manifest::sha256_hex(text.as_bytes()))
 }
 
 /// Every file of `trees`, each tree's sorted, as `<path in its tree> <sha256>` lines:

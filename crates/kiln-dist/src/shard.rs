@@ -69,7 +69,7 @@ fn identity(one: &OneSet, source_sha256: &str, toolchain: &str, jobs: &[Job], ke
         kiln_pins::Source::Folder { path } => format!("{path} {source_sha256}"),
     };
     let targets: Vec<String> = crate::select::known_targets(&[set]).iter().map(|t| t.to_string()).collect();
-    let costs = if costs_text.is_empty() { String::new() } else { fetch::sha256_bytes(costs_text) };
+    let costs = if costs_text.is_empty() { String::new() } else { kiln_manifest::sha256_hex(costs_text) };
     // `--module a --module b` and `--module b --module a` select the same jobs.
     let sorted = |v: &[String]| -> Vec<String> {
         let mut v = v.to_vec();
@@ -93,7 +93,7 @@ fn identity(one: &OneSet, source_sha256: &str, toolchain: &str, jobs: &[Job], ke
         text.push_str(&format!("job {} {k}\n", costs::label(j)));
     }
     Ok(PlanIdentity {
-        id: fetch::sha256_bytes(text.as_bytes()),
+        id: kiln_manifest::sha256_hex(text.as_bytes()),
         set: set_name,
         toolchain: toolchain.to_string(),
         source,

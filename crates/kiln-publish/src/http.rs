@@ -5,7 +5,7 @@
 use anyhow::{Context, Result};
 pub use kiln_http::Response;
 
-const USER_AGENT: &str = concat!("kiln-publish/", env!("CARGO_PKG_VERSION"), " (https://github.com/kiln-gpu/kiln)");
+const USER_AGENT: &str = concat!("kiln-publish/", env!("CARGO_PKG_VERSION"), " (", kiln_package::repository!(), ")");
 
 /// The most an index file or an API answer may be.
 const ANSWER_CAP: u64 = 64 << 20;
