@@ -10,6 +10,7 @@ mod flags;
 mod merge;
 mod pins;
 mod publish;
+mod setup;
 mod sign;
 mod test;
 mod test_matrix;
