@@ -1,43 +1,16 @@
 //! `cargo xtask container`: the builder and runner images (docs/containers.md).
 //! The work is in crates/kiln-container; this is the command line around it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Result};
 use kiln_container::containerfile;
 use kiln_pins::Pins;
 use kiln_toolchain::Cache;
 
-#[derive(clap::Args, Debug)]
-#[command(long_about = "Build kiln's container images from pins.toml [containers].\n\n\
-    Without flags: regenerate containers/*/ (Containerfiles and package lists) and write the \
-    builder image as an OCI layout in target/containers/kiln-builder.oci, without any container \
-    engine: the pinned toolchain closure unpacked as the root filesystem, plus the builder's \
-    packages and Rust, as one deterministic layer. Two builds give the same digest. Publish it with \
-    `skopeo copy oci:target/containers/kiln-builder.oci:latest docker://REGISTRY/kiln-builder`.")]
-pub struct Args {
-    /// Re-resolve [containers] (on top of the pinned toolchain, which stays as it is) into
-    /// pins.toml's generated part, then regenerate containers/*/.
-    #[arg(long)]
-    pub update: bool,
-    /// Write containers/*/ (Containerfiles, package lists) from pins.toml.
-    #[arg(long)]
-    pub regenerate: bool,
-    /// Write nothing; fail if containers/*/ differ from what pins.toml generates.
-    #[arg(long, conflicts_with_all = ["update", "regenerate"])]
-    pub check: bool,
-    /// Write the builder's root filesystem as a tar (OUT/kiln-builder.rootfs.tar).
-    #[arg(long)]
-    pub rootfs: bool,
-    /// Write the builder image as an OCI image layout (OUT/kiln-builder.oci).
-    #[arg(long)]
-    pub oci: bool,
-    /// Where --rootfs and --oci write.
-    #[arg(long, default_value = "target/containers", value_name = "OUT")]
-    pub out: PathBuf,
-}
+use crate::flags::Container;
 
-pub fn run(pins_path: &Path, mut args: Args) -> Result<()> {
+pub fn run(pins_path: &Path, mut args: Container) -> Result<()> {
     if !(args.update || args.regenerate || args.check || args.rootfs || args.oci) {
         args.regenerate = true;
         args.oci = true;

@@ -17,7 +17,7 @@ use kiln_publish::serve::{FERRO, FERRO_VERSION};
 )]
 pub struct Xtask {
     /// The pin file to use.
-    #[arg(long, global = true, default_value = "pins.toml", value_name = "FILE")]
+    #[arg(long, global = true, default_value = kiln_pins::FILE_NAME, value_name = "FILE")]
     pub pins: PathBuf,
     #[command(subcommand)]
     pub task: Task,
@@ -91,7 +91,7 @@ pub enum Task {
     /// A consumer of kiln's crates needs none of these (docs/consuming.md).
     Doctor,
     /// Build the container images (builder root filesystem and OCI image; Containerfiles) from pins.toml.
-    Container(crate::container::Args),
+    Container(Container),
     /// Work on the pin file.
     Pins {
         #[command(subcommand)]
@@ -407,4 +407,34 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(e) => Err(format!("{e}: give a whole number of jobs, 1 or more")),
     }
+}
+
+// `cargo xtask container` (its about line is the `Task::Container` variant's).
+#[derive(clap::Args, Debug)]
+#[command(long_about = "Build kiln's container images from pins.toml [containers].\n\n\
+    Without flags: regenerate containers/*/ (Containerfiles and package lists) and write the \
+    builder image as an OCI layout in target/containers/kiln-builder.oci, without any container \
+    engine: the pinned toolchain closure unpacked as the root filesystem, plus the builder's \
+    packages and Rust, as one deterministic layer. Two builds give the same digest. Publish it with \
+    `skopeo copy oci:target/containers/kiln-builder.oci:latest docker://REGISTRY/kiln-builder`.")]
+pub struct Container {
+    /// Re-resolve [containers] (on top of the pinned toolchain, which stays as it is) into
+    /// pins.toml's generated part, then regenerate containers/*/.
+    #[arg(long)]
+    pub update: bool,
+    /// Write containers/*/ (Containerfiles, package lists) from pins.toml.
+    #[arg(long)]
+    pub regenerate: bool,
+    /// Write nothing; fail if containers/*/ differ from what pins.toml generates.
+    #[arg(long, conflicts_with_all = ["update", "regenerate"])]
+    pub check: bool,
+    /// Write the builder's root filesystem as a tar (OUT/kiln-builder.rootfs.tar).
+    #[arg(long)]
+    pub rootfs: bool,
+    /// Write the builder image as an OCI image layout (OUT/kiln-builder.oci).
+    #[arg(long)]
+    pub oci: bool,
+    /// Where --rootfs and --oci write.
+    #[arg(long, default_value = "target/containers", value_name = "OUT")]
+    pub out: PathBuf,
 }

@@ -10,6 +10,7 @@ mod flags;
 mod merge;
 mod pins;
 mod publish;
+mod setup;
 mod sign;
 mod test;
 mod test_matrix;
@@ -69,12 +70,12 @@ fn run(flags: flags::Xtask) -> Result<()> {
 /// the checkout around the current directory.
 pub fn project_root() -> PathBuf {
     let built = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    if built.join("pins.toml").is_file() {
+    if built.join(kiln_pins::FILE_NAME).is_file() {
         return built;
     }
     let here = std::env::current_dir().ok();
     here.as_deref()
-        .and_then(|d| d.ancestors().find(|a| a.join("pins.toml").is_file() && a.join("ci/matrix.yaml").is_file()))
+        .and_then(|d| d.ancestors().find(|a| a.join(kiln_pins::FILE_NAME).is_file() && a.join(kiln_matrix::FILE).is_file()))
         .map(Path::to_path_buf)
         .unwrap_or(built)
 }

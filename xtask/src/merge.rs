@@ -1,12 +1,11 @@
+//! `cargo xtask dist merge`: shards' parts merged into their set's dist folder (kiln-dist's `Builder::merge`).
+
 use std::path::Path;
 
 use anyhow::Result;
-use kiln_dist::{Builder, LockMode};
+use kiln_dist::LockMode;
 
-use crate::{
-    dist::{remote_config, report, workers},
-    flags,
-};
+use crate::{flags, setup};
 
 /// `dist merge DIR...`.
 pub fn run(pins_path: &Path, m: flags::Merge) -> Result<()> {
@@ -17,16 +16,8 @@ pub fn run(pins_path: &Path, m: flags::Merge) -> Result<()> {
     let parts: Vec<_> = m.parts.iter().map(|p| here.join(p)).collect();
     let lock = if m.locked { LockMode::Check } else { LockMode::Off };
     // The parts name their set; its lock is beside pins.toml's other locks.
-    let dist = Builder::from_pins(&pins)
-        .kiln_dir(&root)
-        .base(&root)
-        .out(root.join(&m.out))
-        .lock(lock)
-        .package(!m.no_package)
-        .workers(workers(m.jobs))
-        .verbose(m.verbose)
-        .remote(remote_config(&m.remote)?)
-        .merge(&parts, &|l| crate::say(l))?;
-    report(&dist, lock)?;
+    let dist =
+        setup::builder(&pins, &root, lock, !m.no_package, m.jobs, m.verbose, &m.remote)?.out(root.join(&m.out)).merge(&parts, &|l| crate::say(l))?;
+    setup::report(&dist, lock)?;
     Ok(())
 }

@@ -1,3 +1,5 @@
+//! `cargo xtask pins`: work on the pin file (update, show; kiln-pins, kiln-toolchain's `resolve`).
+
 use std::path::Path;
 
 use anyhow::{Context, Result};

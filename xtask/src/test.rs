@@ -1,3 +1,5 @@
+//! `cargo xtask test`: the lint gate, then the workspace's tests.
+
 use std::path::Path;
 
 use anyhow::{Context, Result};

@@ -1,3 +1,5 @@
+//! `cargo xtask toolchain`: provisions the pinned toolchain and prints its sysroot.
+
 use std::path::Path;
 
 use anyhow::Result;
@@ -6,7 +8,7 @@ use kiln_toolchain::{sysroot, Cache};
 pub fn run(pins: &Path) -> Result<()> {
     let pins = crate::load_pins(pins)?;
     let cache = Cache::from_env()?;
-    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let jobs = kiln_toolchain::default_workers();
     let s = sysroot::provision(&cache, &pins, jobs, &|l| crate::say(l))?;
     println!("{}", s.root.display());
     Ok(())

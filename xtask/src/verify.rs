@@ -1,3 +1,5 @@
+//! `cargo xtask verify`: a written dist folder read back against its manifest and lock (kiln-dist's `verify`).
+
 use std::path::Path;
 
 use anyhow::Result;

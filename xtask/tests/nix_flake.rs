@@ -186,16 +186,7 @@ impl Drop for Copy {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
+    kiln_fs::copy_tree(from, to).unwrap();
 }
 
 fn eval_raw(flake: &str, attr: &str) -> Output {
@@ -320,7 +311,7 @@ fn every_version_in_the_shell_comes_from_the_pin_file() {
     for (_, p) in pins.compilers() {
         pinned.push(p.version.clone());
         // `12.4.131`, `17.0.6`; shorter ones (`6.0`) would match unrelated text.
-        let upstream = kiln_dist::compilers::upstream_version(&p.version);
+        let upstream = kiln_pins::upstream_version(&p.version);
         if upstream.matches('.').count() >= 2 {
             pinned.push(upstream.to_string());
         }

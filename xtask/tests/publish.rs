@@ -26,10 +26,8 @@ use std::{
 };
 
 use kiln_manifest::{Kind, Manifest};
-use kiln_publish::{
-    serve::{self, Ferro},
-    server::{self, Server},
-};
+use kiln_publish::serve::{self, Ferro};
+use kiln_test_registry::{self as server, Server};
 use serde::Deserialize;
 
 const TOKEN: &str = "kiln-test-token";

@@ -17,7 +17,7 @@ use std::{
 };
 
 use kiln_manifest::sha256_hex;
-use kiln_publish::server::{self, Server};
+use kiln_test_registry::{self as server, Server};
 
 const CRATE: &str = "kiln-candle-kernels-sm90";
 

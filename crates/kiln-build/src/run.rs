@@ -87,7 +87,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            workers: kiln_toolchain::default_workers(),
             verbose: false,
             heartbeat: Duration::from_secs(30),
             no_compile: false,

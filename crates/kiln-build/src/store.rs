@@ -226,7 +226,7 @@ pub fn output_sha256(path: &Path) -> Result<String> {
     for (rel, file) in files {
         text.push_str(&format!("{rel} {}\n", fetch::sha256_file(&file)?));
     }
-    Ok(fetch::sha256_bytes(text.as_bytes()))
+    Ok(kiln_manifest::sha256_hex(text.as_bytes()))
 }
 
 fn list(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<()> {

@@ -27,7 +27,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use kiln_pins::{Containers, Pins, RustComponent, WheelPin};
 use kiln_toolchain::{
-    fetch::{self, sha256_bytes, sha256_file},
+    fetch::{self, sha256_file},
     sysroot, wheel, Cache,
 };
 use rootfs::{Extra, Input};
@@ -173,7 +173,7 @@ pub fn build(cache: &Cache, pins: &Pins, outputs: &Outputs, say: &(dyn Fn(String
         let path = wheel::fetch_wheel(cache, pin)?;
         let bytes = fs::read(&path)?;
         // Re-hashed as read: these bytes become a published image.
-        if sha256_bytes(&bytes) != pin.sha256 {
+        if kiln_manifest::sha256_hex(&bytes) != pin.sha256 {
             bail!("{} changed while it was read (sha256 is no longer the pinned {}): run the build again", path.display(), pin.sha256);
         }
         extras.push(Extra::File(format!("{WHEELS_DIR}/{}.whl", pin.sha256), 0o644, bytes));

@@ -213,7 +213,7 @@ pub struct Image {
 }
 
 fn blob(staging: &Path, bytes: &[u8], media_type: &str) -> Result<Descriptor> {
-    let digest = kiln_toolchain::fetch::sha256_bytes(bytes);
+    let digest = kiln_manifest::sha256_hex(bytes);
     fs::write(staging.join("blobs/sha256").join(&digest), bytes)?;
     Ok(Descriptor { media_type: media_type.into(), digest: format!("sha256:{digest}"), size: bytes.len() as u64, annotations: None })
 }
@@ -252,7 +252,7 @@ pub fn verify_layout(dir: &Path) -> Result<Image> {
     let read = |digest: &str| -> Result<Vec<u8>> {
         let hex = digest.strip_prefix("sha256:").with_context(|| format!("`{digest}` is not a sha256 digest"))?;
         let bytes = fs::read(dir.join("blobs/sha256").join(hex)).with_context(|| format!("blob {digest} is missing"))?;
-        let actual = kiln_toolchain::fetch::sha256_bytes(&bytes);
+        let actual = kiln_manifest::sha256_hex(&bytes);
         anyhow::ensure!(actual == hex, "blob {digest} holds bytes that hash to sha256:{actual}");
         Ok(bytes)
     };

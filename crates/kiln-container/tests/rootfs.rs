@@ -125,7 +125,7 @@ fn the_same_packages_give_the_same_bytes_whatever_their_timestamps() {
     assert_eq!(one, three);
     assert_eq!(s1, s2);
     assert_eq!(s1.bytes, one.len() as u64);
-    assert_eq!(s1.sha256, kiln_toolchain::fetch::sha256_bytes(&one));
+    assert_eq!(s1.sha256, kiln_manifest::sha256_hex(&one));
 }
 
 #[test]

@@ -131,7 +131,7 @@ impl<'p> Builder<'p> {
             lock_dir: None,
             lock: LockMode::Off,
             package: false,
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            workers: kiln_toolchain::default_workers(),
             verbose: false,
             no_compile: false,
             remote: None,
@@ -515,9 +515,9 @@ impl<'p> Builder<'p> {
             let manifest = collect::manifest(set, out.is_main, &src.sha256, tools.toolchain.clone(), &collected);
             let objects = objects(g, nodes, built)?;
             if let Some(lock) = &scope.locks[i] {
-                let mut diff = lock.object_differences(&objects, scope.selection.is_all());
-                diff.extend(lock.differences(&manifest, scope.selection.is_all()));
-                let diff = lock::split_unrewritten(&out.lock.file_name().unwrap_or_default().to_string_lossy(), diff);
+                let made =
+                    lock::Made { manifest: Some(&manifest), objects: Some(&objects), complete: scope.selection.is_all(), ..Default::default() };
+                let diff = lock.check(&out.lock_name(), made);
                 if !diff.is_empty() {
                     bail!(
                         "--locked: set `{}`: {} difference(s) from {}; no dist folder was changed:\n  {}",
@@ -574,7 +574,7 @@ impl<'p> Builder<'p> {
                 None => None,
             };
             if let (Some(lock), Some(payloads)) = (&scope.locks[i], &payloads) {
-                let diff = lock::split_unrewritten(&out.lock.file_name().unwrap_or_default().to_string_lossy(), lock.payload_differences(payloads));
+                let diff = lock.check(&out.lock_name(), lock::Made { payloads: Some(payloads), ..Default::default() });
                 if !diff.is_empty() {
                     bail!(
                         "--locked: set `{}`: {} payload(s) of its crates differ from {} (a substituted or damaged cache entry, \

@@ -53,7 +53,7 @@ fn record_path(cache: &Cache, checkout: &Path, variant: &str) -> PathBuf {
         id.push('#');
         id.push_str(variant);
     }
-    plans_dir(cache).join(format!("{}.json", &fetch::sha256_bytes(id.as_bytes())[..16]))
+    plans_dir(cache).join(format!("{}.json", &kiln_manifest::sha256_hex(id.as_bytes())[..16]))
 }
 
 /// Writes this checkout's record (atomically) for the sets named by `variant`.
@@ -256,7 +256,7 @@ pub fn gc(cache: &Cache) -> Result<Freed> {
     }
     let mut live = Vec::new();
     for (path, rec) in records(cache)? {
-        if rec.checkout.as_os_str().is_empty() || !rec.checkout.join("pins.toml").is_file() {
+        if rec.checkout.as_os_str().is_empty() || !rec.checkout.join(kiln_pins::FILE_NAME).is_file() {
             remove(path, format!("the plan record of {} (checkout gone)", rec.checkout.display()))?;
         } else {
             live.push(rec);

@@ -13,7 +13,6 @@ use anyhow::{bail, Context, Result};
 use kiln_build::{Arch, Built, Failed, Job, JobKind, Node};
 use kiln_manifest::{Artifact, Backend, Geometry, KernelResources, Kind, Manifest, Toolchain};
 use kiln_pins::{HipArch, KernelSet, Pins, SassBy, Sm, Target, Targets};
-use kiln_toolchain::fetch;
 use kiln_validate::{
     ar,
     compare::{KernelSets, Rule},
@@ -84,7 +83,7 @@ fn base(job: &Job, bytes: &[u8], kernels: Vec<String>) -> Artifact {
         kind,
         path: dist_path(job),
         size: bytes.len() as u64,
-        sha256: fetch::sha256_bytes(bytes),
+        sha256: kiln_manifest::sha256_hex(bytes),
         kernels,
         ptx_version: None,
         resources: Vec::new(),
@@ -329,7 +328,7 @@ pub fn hip_bundles(set: &KernelSet, collected: &[Collected], bundles: &[(String,
             kind: Kind::Bundle,
             path: bundle_path(module),
             size: bytes.len() as u64,
-            sha256: fetch::sha256_bytes(&bytes),
+            sha256: kiln_manifest::sha256_hex(&bytes),
             kernels: first.artifact.kernels.clone(),
             ptx_version: None,
             resources: Vec::new(),

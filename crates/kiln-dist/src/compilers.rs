@@ -8,21 +8,12 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use kiln_build::store;
 use kiln_manifest::{Package, Toolchain};
-use kiln_pins::{HipArch, PackagePin, Pins};
+use kiln_pins::{role, upstream_version, HipArch, PackagePin, Pins};
 use kiln_toolchain::{
     sysroot::JOB_DIR,
     wheel::{self, Tool},
     Cache, Mount, Runner,
 };
-
-/// `1:17.0.6-22+b2` → `17.0.6`; `12.4.131~12.4.1-2` → `12.4.131`: the
-/// upstream version inside a Debian version (no epoch, revision or `~` suffix).
-pub fn upstream_version(debian: &str) -> &str {
-    let v = debian.split_once(':').map_or(debian, |(_, v)| v);
-    let v = v.rsplit_once('-').map_or(v, |(v, _)| v);
-    let v = v.split('~').next().unwrap_or(v);
-    v.split('+').next().unwrap_or(v)
-}
 
 /// The version in `nvcc --version` output (`... release 12.4, V12.4.131`).
 pub fn nvcc_version(text: &str) -> Option<String> {
@@ -92,9 +83,9 @@ pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>, hip_archs: &[Hi
     let out = runner.output(&["nvcc".into(), "--version".into()]).context("cannot run the toolchain's nvcc")?;
     let v = nvcc_version(&out).with_context(|| format!("cannot read a version from `nvcc --version`:\n{out}"))?;
     if v != upstream_version(&t.nvcc.version) {
-        return Err(mismatch("nvcc", &v, &t.nvcc));
+        return Err(mismatch(role::NVCC, &v, &t.nvcc));
     }
-    reported.insert("nvcc".to_string(), v);
+    reported.insert(role::NVCC.to_string(), v);
 
     // Every pinned AMD compiler that this build uses: its version, then the
     // HIP headers they share, then one ISA bitcode file per gfx target it
@@ -122,7 +113,7 @@ pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>, hip_archs: &[Hi
     if !upstream_version(&t.hip.version).starts_with(&format!("{hip}.")) {
         return Err(mismatch("HIP (hip_version.h)", &hip, &t.hip));
     }
-    reported.insert("hip".to_string(), hip);
+    reported.insert(role::HIP.to_string(), hip);
 
     for (c, archs) in by_compiler.iter().filter(|(_, archs)| !archs.is_empty()) {
         let bitcode = root.join(c.bitcode_dir());
@@ -145,7 +136,7 @@ pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>, hip_archs: &[Hi
         reported.insert(c.device_libs_role.to_string(), upstream_version(&c.rocm_device_libs.version).to_string());
     }
     // The first device libraries are reported even when no arch of this build needs them, as always.
-    reported.insert("rocm_device_libs".to_string(), upstream_version(&t.rocm_device_libs.version).to_string());
+    reported.insert(role::ROCM_DEVICE_LIBS.to_string(), upstream_version(&t.rocm_device_libs.version).to_string());
 
     let closure = pins.closure()?;
     let mut packages = BTreeMap::new();
@@ -154,8 +145,8 @@ pub fn check(runner: &Runner, pins: &Pins, ptxas: Option<&Tool>, hip_archs: &[Hi
         packages.insert(role.to_string(), Package { package: pin.package.clone(), version: pin.version.clone(), sha256: deb.sha256.clone() });
     }
     if let (Some(_), Some(pin)) = (ptxas, &t.ptxas) {
-        packages.insert("ptxas".into(), Package { package: pin.package.clone(), version: pin.version.clone(), sha256: pin.sha256.clone() });
-        reported.insert("ptxas".into(), pin.version.clone());
+        packages.insert(role::PTXAS.into(), Package { package: pin.package.clone(), version: pin.version.clone(), sha256: pin.sha256.clone() });
+        reported.insert(role::PTXAS.into(), pin.version.clone());
     }
     Ok(Toolchain { identity: runner.sysroot().identity.clone(), distribution: t.distribution.clone(), suite: t.suite.clone(), packages, reported })
 }
@@ -166,10 +157,6 @@ mod tests {
 
     #[test]
     fn reads_versions_the_way_debian_and_the_compilers_write_them() {
-        assert_eq!(upstream_version("1:17.0.6-22+b2"), "17.0.6");
-        assert_eq!(upstream_version("12.4.131~12.4.1-2"), "12.4.131");
-        assert_eq!(upstream_version("5.7.1-6+deb13u1"), "5.7.1");
-        assert_eq!(upstream_version("6.0+git20231212.5a852ed-2"), "6.0");
         let nvcc =
             "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4.r12.4/compiler.34097967_0\n";
         assert_eq!(nvcc_version(nvcc).as_deref(), Some("12.4.131"));

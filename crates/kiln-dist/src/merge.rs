@@ -23,7 +23,7 @@ use kiln_toolchain::fetch;
 
 use crate::{
     costs,
-    lock::Lock,
+    lock::{Entry, Lock, Table},
     output,
     part::{Part, PartJob},
     shard::{OneSet, ShardPlan},
@@ -189,7 +189,7 @@ fn check_parts<'p>(
     }
 
     // Every file whole, and every artifact the one the lock names.
-    let lock_applies = lock.filter(|l| l.toolchain == plan.identity.toolchain && l.source == plan.identity.source);
+    let lock_applies = lock.filter(|l| l.applies_to(&plan.identity.toolchain, &plan.identity.source));
     if lock.is_some() && lock_applies.is_none() {
         let line = format!("{lock_name} is for other pins than these parts (toolchain or source differ): their artifacts are not compared with it");
         if locked {
@@ -221,16 +221,16 @@ fn check_parts<'p>(
                 // Every file taken from a part, artifact or static-library
                 // object, against the lock whenever there is one for these pins.
                 let Some(lock) = lock_applies else { continue };
-                let (path, locked_as) = match &j.dist_path {
-                    Some(path) => (path.clone(), &lock.artifacts),
+                let (path, table) = match &j.dist_path {
+                    Some(path) => (path.clone(), Table::Artifacts),
                     None if lock.objects.is_empty() => continue,
-                    None => (crate::collect::object_path(&plan.jobs[i]), &lock.objects),
+                    None => (crate::collect::object_path(&plan.jobs[i]), Table::Objects),
                 };
-                match locked_as.get(&path) {
-                    Some(h) if *h != j.sha256 => {
+                match lock.entry(table, &path, &j.sha256) {
+                    Entry::Differs(h) => {
                         problems.push(format!("{whose}: {path} has sha256 {}, {lock_name} says {}", short(&j.sha256, 16), short(h, 16)))
                     }
-                    None if locked => problems.push(format!("{whose}: {path} is not in {lock_name} (--locked)")),
+                    Entry::Absent if locked => problems.push(format!("{whose}: {path} is not in {lock_name} (--locked)")),
                     _ => {}
                 }
             }

@@ -9,6 +9,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use kiln_fs::copy_tree;
 use kiln_package::{
     cargo, generate,
     sources::{Sources, ToolchainFiles},
@@ -139,7 +140,7 @@ fn package_key(
     }
     let input_licenses = crate::sources::input_licenses(cache, set)?;
     for l in &input_licenses {
-        key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, fetch::sha256_bytes(l.text.as_bytes())));
+        key_text.push_str(&format!("licence {} {} {}\n", l.file, l.spdx, kiln_manifest::sha256_hex(l.text.as_bytes())));
     }
     let key = cache_key(w.runner, &artifact_crate.name, version, &key_text, &sources.trees(), ffi_rs)?;
     Ok((key, input_licenses))
@@ -230,7 +231,7 @@ fn cache_key(runner: &Runner, name: &str, version: &str, manifest_json: &str, tr
     );
     text.push_str(manifest_json);
     text.push_str(&trees_listing(trees)?);
-    Ok(fetch::sha256_bytes(text.as_bytes()))
+    Ok(kiln_manifest::sha256_hex(text.as_bytes()))
 }
 
 /// Every file of `trees`, each tree's sorted, as `<path in its tree> <sha256>` lines:
@@ -243,20 +244,6 @@ pub(crate) fn trees_listing(trees: &[&Path]) -> Result<String> {
         }
     }
     Ok(text)
-}
-
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    fs::create_dir_all(to)?;
-    for e in fs::read_dir(from)? {
-        let e = e?;
-        let dest = to.join(e.file_name());
-        if e.file_type()?.is_dir() {
-            copy_tree(&e.path(), &dest)?;
-        } else {
-            fs::copy(e.path(), &dest).with_context(|| format!("cannot copy {}", e.path().display()))?;
-        }
-    }
-    Ok(())
 }
 
 /// A rename, or a copy and a removal where the two folders are on different

@@ -9,7 +9,6 @@ use std::{
 
 use anyhow::{Context, Result};
 use kiln_package::sources::Sources;
-use kiln_toolchain::fetch;
 
 use crate::package::What;
 
@@ -52,8 +51,8 @@ pub fn set_record(w: &What, sources: &Sources) -> Result<kiln_package::provenanc
     Ok(SetRecord {
         kiln_version: env!("CARGO_PKG_VERSION").to_string(),
         kiln_commit: git_head(w.kiln),
-        kiln_sources_sha256: fetch::sha256_bytes(digest.as_bytes()),
-        pins_sha256: fetch::sha256_bytes(&pins_bytes),
+        kiln_sources_sha256: kiln_manifest::sha256_hex(digest.as_bytes()),
+        pins_sha256: kiln_manifest::sha256_hex(&pins_bytes),
         set: w.set.name.clone(),
         toolchain_identity: w.manifest.manifest.toolchain.identity.clone(),
         inputs,

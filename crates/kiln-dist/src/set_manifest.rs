@@ -54,7 +54,7 @@ impl SetManifest {
 
     /// The file name of the lock of the set this manifest is of.
     pub fn lock_name(&self) -> String {
-        crate::lock::file_name(self.set.as_deref().unwrap_or_default(), self.set.is_none())
+        crate::set_output::lock_file_name(self.set.as_deref().unwrap_or_default(), self.set.is_none())
     }
 
     /// The lock's `source` line: `candle-kernels 0.11.1 <sha256>`, or `<path> <sha256>` for a folder.

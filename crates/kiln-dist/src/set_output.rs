@@ -7,7 +7,19 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{lock, part::Spec};
+use crate::part::Spec;
+
+/// The main set's lock's file name at the repository root.
+pub const MAIN_LOCK: &str = "artifacts.lock";
+
+/// The lock file of set `set` (`main`: the pin file's first set).
+pub fn lock_file_name(set: &str, main: bool) -> String {
+    if main {
+        MAIN_LOCK.to_string()
+    } else {
+        format!("artifacts.{set}.lock")
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SetOutput {
@@ -23,7 +35,7 @@ impl SetOutput {
     /// Set `name`'s output when the main set's dist folder is `main_out` and
     /// the locks are in `lock_dir`.
     pub fn new(name: &str, is_main: bool, main_out: &Path, lock_dir: &Path) -> SetOutput {
-        SetOutput { name: name.to_string(), is_main, folder: folder(main_out, name, is_main), lock: lock_dir.join(lock::file_name(name, is_main)) }
+        SetOutput { name: name.to_string(), is_main, folder: folder(main_out, name, is_main), lock: lock_dir.join(lock_file_name(name, is_main)) }
     }
 
     /// The name written into the set's manifest and plan identity: none for the main set.
@@ -33,7 +45,7 @@ impl SetOutput {
 
     /// The lock's file name (`artifacts.lock`, `artifacts.<set>.lock`).
     pub fn lock_name(&self) -> String {
-        lock::file_name(&self.name, self.is_main)
+        lock_file_name(&self.name, self.is_main)
     }
 
     /// The folder `dist --shard K/N` writes its part into by default: `<folder>-part-K-of-N`.

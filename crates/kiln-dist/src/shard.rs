@@ -69,7 +69,7 @@ fn identity(one: &OneSet, source_sha256: &str, toolchain: &str, jobs: &[Job], ke
         kiln_pins::Source::Folder { path } => format!("{path} {source_sha256}"),
     };
     let targets: Vec<String> = crate::select::known_targets(&[set]).iter().map(|t| t.to_string()).collect();
-    let costs = if costs_text.is_empty() { String::new() } else { fetch::sha256_bytes(costs_text) };
+    let costs = if costs_text.is_empty() { String::new() } else { kiln_manifest::sha256_hex(costs_text) };
     // `--module a --module b` and `--module b --module a` select the same jobs.
     let sorted = |v: &[String]| -> Vec<String> {
         let mut v = v.to_vec();
@@ -93,7 +93,7 @@ fn identity(one: &OneSet, source_sha256: &str, toolchain: &str, jobs: &[Job], ke
         text.push_str(&format!("job {} {k}\n", costs::label(j)));
     }
     Ok(PlanIdentity {
-        id: fetch::sha256_bytes(text.as_bytes()),
+        id: kiln_manifest::sha256_hex(text.as_bytes()),
         set: set_name,
         toolchain: toolchain.to_string(),
         source,
@@ -212,8 +212,7 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
             .filter(|(j, _)| j.kind == JobKind::Object)
             .map(|(j, b)| Ok((collect::object_path(j), fetch::sha256_file(&b.path)?)))
             .collect::<Result<crate::lock::Digests>>()?;
-        let mut diff = lock.object_differences(&objects, false);
-        diff.extend(lock.differences(&m, false));
+        let diff = lock.check(&one.output.lock_name(), crate::lock::Made { manifest: Some(&m), objects: Some(&objects), ..Default::default() });
         if !diff.is_empty() {
             bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), one.output.lock_name(), diff.join("\n  "));
         }

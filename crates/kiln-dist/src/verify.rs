@@ -10,7 +10,11 @@ use kiln_toolchain::fetch;
 
 use kiln_manifest::short;
 
-use crate::{lock::Lock, package, set_manifest::SetManifest};
+use crate::{
+    lock::{Lock, Made},
+    package,
+    set_manifest::SetManifest,
+};
 
 /// Checks `dist`: how many artifacts and crates it holds, or every problem found.
 pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
@@ -34,7 +38,7 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
         }
     }
     let complete = m.artifacts.len() >= lock.artifacts.len();
-    problems.extend(lock.differences(&written, complete));
+    problems.extend(lock.check(&written.lock_name(), Made { manifest: Some(&written), complete, ..Default::default() }));
     let mut n = 0;
     let crates = dist.join(package::CRATES_DIR);
     if crates.join(package::CRATES_JSON).is_file() {
@@ -78,7 +82,7 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
             digests.insert(path, kiln_manifest::sha256_hex(&data));
         }
     }
-    problems.extend(crate::lock::split_unrewritten(&written.lock_name(), lock.payload_differences(&digests)));
+    problems.extend(lock.check(&written.lock_name(), Made { payloads: Some(&digests), ..Default::default() }));
     problems
 }
 

@@ -14,15 +14,7 @@ use common::{repo, temp, toolchain};
 use kiln_validate::{cubin, hsaco, ptx};
 
 fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        } else {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
+    kiln_fs::copy_tree(from, to).unwrap();
 }
 
 /// The probe's jobs: HSACO for gfx90a (wave64) and gfx1100, PTX at the floor, SASS for sm_90.

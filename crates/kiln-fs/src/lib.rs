@@ -349,6 +349,23 @@ impl Owner {
     }
 }
 
+/// Copies the folder `from` into `to` (made if missing), file by file and
+/// folder by folder: the one folder copy (a dist moved across filesystems,
+/// the tests' fixtures).
+pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to)?;
+    for e in fs::read_dir(from)? {
+        let e = e?;
+        let dest = to.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_tree(&e.path(), &dest)?;
+        } else {
+            fs::copy(e.path(), &dest).with_context(|| format!("cannot copy {}", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Adds `added` (paths relative to `dir`, just written there by a kiln
 /// command: `sign`'s attestation) to the listing of `dir`, a folder sealed
 /// by [`Owner::seal`], so that the command that replaces it still finds it
@@ -545,7 +562,7 @@ mod tests {
         sealed_dist(&dist);
         for (extra, name) in [("photos/2024/beach.jpg", "photos"), ("thesis.pdf", "thesis.pdf"), ("crates/src/empty/notes.txt", "notes.txt")] {
             let user = d.join(format!("user-{name}"));
-            copy_tree(&dist, &user);
+            copy_tree(&dist, &user).unwrap();
             assert_eq!(DIST.claim(&user).unwrap(), Found::Ours, "a whole copy holds only what kiln wrote");
             fs::create_dir_all(user.join(extra).parent().unwrap()).unwrap();
             fs::write(user.join(extra), "the user's").unwrap();
@@ -576,17 +593,6 @@ mod tests {
         assert!(format!("{:#}", DIST.claim(&old).unwrap_err()).contains(".kiln-owned:3"));
         assert!(old.join("thesis.pdf").exists());
         fs::remove_dir_all(&d).unwrap();
-    }
-
-    fn copy_tree(from: &Path, to: &Path) {
-        fs::create_dir_all(to).unwrap();
-        for e in fs::read_dir(from).unwrap().flatten() {
-            if e.file_type().unwrap().is_dir() {
-                copy_tree(&e.path(), &to.join(e.file_name()));
-            } else {
-                fs::copy(e.path(), to.join(e.file_name())).unwrap();
-            }
-        }
     }
 
     #[test]

@@ -132,7 +132,7 @@ pub fn check_blob(artifact: &Artifact, bytes: &[u8], device: &DeviceArch, matche
                 return Err(bad(format!("the manifest says {} but the PTX targets {target}", artifact.arch)));
             }
             let device_level = major * 10 + minor;
-            if level > device_level {
+            if !kiln_target::ptx_jits_on(level, device_level) {
                 return Err(bad(format!(
                     "the PTX targets {target}, above the device's sm_{device_level}: the driver cannot compile it for this device"
                 )));

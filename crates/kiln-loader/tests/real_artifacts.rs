@@ -106,15 +106,7 @@ fn copy_fixture(label: &str) -> TempDist {
 }
 
 fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        } else {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
+    kiln_fs::copy_tree(from, to).unwrap();
 }
 
 fn arch(s: &str) -> DeviceArch {

@@ -138,7 +138,7 @@ pub fn for_each(bytes: impl Read, what: &str, limits: Limits, mut f: impl FnMut(
             }
             Some(_) => {}
         }
-        if dir.is_empty() || dir == "." || dir == ".." {
+        if kiln_manifest::path_inside(Path::new(""), dir).is_err() {
             bail!("{what}: the entry `{}` is not inside a package folder: refused", shown(&path));
         }
         if t.is_dir() && rel.is_empty() {

@@ -5,8 +5,17 @@
 
 use std::path::{Path, PathBuf};
 
+/// kiln's repository, as a literal for `concat!` (the user agent, the
+/// attestation's build type): [`REPOSITORY`] and every URL below it start from it.
+#[macro_export]
+macro_rules! repository {
+    () => {
+        "https://github.com/kiln-gpu/kiln"
+    };
+}
+
 /// The repository the generated crates name.
-pub const REPOSITORY: &str = "https://github.com/kiln-gpu/kiln";
+pub const REPOSITORY: &str = repository!();
 
 /// kiln's own trees the crates are generated from, in a checkout.
 #[derive(Clone, Debug)]

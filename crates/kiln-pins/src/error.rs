@@ -1,3 +1,6 @@
+//! [`PositionedError`]: a problem in a file kiln reads (the pin file, the
+//! runner matrix) placed at `file:line:column`, with its help line.
+
 use std::{
     fmt,
     ops::Range,

@@ -24,7 +24,20 @@ pub use arch::{HipArch, Sm, Target};
 pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerImage, RustComponent};
 pub use error::{line_col, PinError, PositionedError};
 pub use raw::SCHEMA;
-pub use reach::{cuda_version, HipCompiler, SassBy};
+pub use reach::{cuda_version, upstream_version, HipCompiler, SassBy};
+
+/// The names of the compiler pins in `[toolchain]`, which the manifest's
+/// `toolchain.packages` and `toolchain.reported` are keyed by: written once.
+pub mod role {
+    pub const NVCC: &str = "nvcc";
+    pub const CLANG: &str = "clang";
+    pub const HIP: &str = "hip";
+    pub const ROCM_DEVICE_LIBS: &str = "rocm_device_libs";
+    pub const CLANG_NEXT: &str = "clang_next";
+    pub const ROCM_DEVICE_LIBS_NEXT: &str = "rocm_device_libs_next";
+    /// The pinned newer ptxas (a wheel, not a Debian package).
+    pub const PTXAS: &str = "ptxas";
+}
 pub use set_check::check_sets;
 pub use sets::{ArtifactCrate, CrateApi, IncludeRoot, InputLicense, KernelSet, LibKernels, Source, StaticLib, TreeInput};
 
@@ -218,12 +231,12 @@ impl Pins {
     /// The four compilers of `[toolchain].suite`.
     pub fn first_compilers(&self) -> [(&'static str, &PackagePin); 4] {
         let t = &self.toolchain;
-        [("nvcc", &t.nvcc), ("clang", &t.clang), ("hip", &t.hip), ("rocm_device_libs", &t.rocm_device_libs)]
+        [(role::NVCC, &t.nvcc), (role::CLANG, &t.clang), (role::HIP, &t.hip), (role::ROCM_DEVICE_LIBS, &t.rocm_device_libs)]
     }
 
     /// The newer AMD compiler's two pins (`clang_next`, `rocm_device_libs_next`), when one is pinned.
     pub fn next_compilers(&self) -> Vec<(&'static str, &PackagePin)> {
-        self.toolchain.amd_next.iter().flat_map(|n| [("clang_next", &n.clang), ("rocm_device_libs_next", &n.rocm_device_libs)]).collect()
+        self.toolchain.amd_next.iter().flat_map(|n| [(role::CLANG_NEXT, &n.clang), (role::ROCM_DEVICE_LIBS_NEXT, &n.rocm_device_libs)]).collect()
     }
 }
 

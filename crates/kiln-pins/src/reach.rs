@@ -20,11 +20,20 @@ pub enum SassBy {
     Ptxas { from: Sm },
 }
 
+/// `1:17.0.6-22+b2` → `17.0.6`; `12.4.131~12.4.1-2` → `12.4.131`: the
+/// upstream version inside a Debian version (no epoch, revision or `~` suffix);
+/// a PyPI version (`12.9.86`) is its own.
+pub fn upstream_version(debian: &str) -> &str {
+    let v = debian.split_once(':').map_or(debian, |(_, v)| v);
+    let v = v.rsplit_once('-').map_or(v, |(v, _)| v);
+    let v = v.split('~').next().unwrap_or(v);
+    v.split('+').next().unwrap_or(v)
+}
+
 /// `(major, minor)` of a CUDA version as Debian (`12.4.131~12.4.1-2`) or
-/// PyPI (`12.9.86`) writes it.
+/// PyPI (`12.9.86`) writes it ([`upstream_version`]'s first two numbers).
 pub fn cuda_version(version: &str) -> Option<(u32, u32)> {
-    let v = version.split_once(':').map_or(version, |(_, v)| v);
-    let mut parts = v.split(|c: char| !c.is_ascii_digit());
+    let mut parts = upstream_version(version).split(|c: char| !c.is_ascii_digit());
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;
     Some((major, minor))
@@ -90,16 +99,16 @@ fn major(clang: &PackagePin) -> Option<u32> {
 /// The pinned AMD compilers, first then next, with their LLVM majors.
 fn hip_compilers(t: &Toolchain) -> Vec<HipCompiler<'_>> {
     let first = major(&t.clang).map(|major| HipCompiler {
-        role: "clang",
-        device_libs_role: "rocm_device_libs",
+        role: crate::role::CLANG,
+        device_libs_role: crate::role::ROCM_DEVICE_LIBS,
         clang: &t.clang,
         rocm_device_libs: &t.rocm_device_libs,
         major,
     });
     let next = t.amd_next.as_ref().and_then(|n| {
         major(&n.clang).map(|major| HipCompiler {
-            role: "clang_next",
-            device_libs_role: "rocm_device_libs_next",
+            role: crate::role::CLANG_NEXT,
+            device_libs_role: crate::role::ROCM_DEVICE_LIBS_NEXT,
             clang: &n.clang,
             rocm_device_libs: &n.rocm_device_libs,
             major,
@@ -250,5 +259,9 @@ mod tests {
         assert_eq!(cuda_version("12.9.86"), Some((12, 9)));
         assert_eq!(cuda_version("1:13.0.88-1"), Some((13, 0)));
         assert_eq!(cuda_version("twelve"), None);
+        assert_eq!(upstream_version("1:17.0.6-22+b2"), "17.0.6");
+        assert_eq!(upstream_version("12.4.131~12.4.1-2"), "12.4.131");
+        assert_eq!(upstream_version("5.7.1-6+deb13u1"), "5.7.1");
+        assert_eq!(upstream_version("6.0+git20231212.5a852ed-2"), "6.0");
     }
 }

@@ -8,10 +8,7 @@
 //! compiler's reach, and sets against each other. The pin file's syntax (a
 //! value that does not parse, a key given twice) is the pin file reader's.
 
-use crate::{
-    sets::{check_lib_name, check_module_name, valid_name},
-    CrateApi, IncludeRoot, KernelSet, Pins, Source, Toolchain,
-};
+use crate::{CrateApi, IncludeRoot, KernelSet, Pins, Source, Toolchain};
 
 /// Which part of a set a [`Fault`] is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +64,28 @@ impl Fault {
         let named = format!("set `{}`", self.set);
         let message = if self.message.contains(&named) { self.message.clone() } else { format!("{named}: {}", self.message) };
         format!("{message}{}", self.help.as_ref().map(|h| format!("\n  help: {h}")).unwrap_or_default())
+    }
+}
+
+/// A set's or an input's name: lowercase letters, digits, `-` and `_`, not starting with `-` or `_`.
+pub(crate) fn valid_name(s: &str) -> bool {
+    s.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+fn check_module_name(m: &str) -> Result<(), String> {
+    if !m.is_empty() && m.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        Ok(())
+    } else {
+        Err(format!("`{m}` is not a module name (lowercase letters, digits and `_`)"))
+    }
+}
+
+fn check_lib_name(name: &str) -> Result<(), String> {
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        Ok(())
+    } else {
+        Err(format!("`{name}` is not a library name"))
     }
 }
 

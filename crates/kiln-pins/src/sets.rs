@@ -16,7 +16,7 @@ use crate::{
     arch::{Sm, Target},
     error::PinError,
     raw::{check_sha256, check_wheel, unique, Ctx, RawWheelPin},
-    set_check::{self, Fault, Field},
+    set_check::{self, valid_name, Fault, Field},
     Flags, Targets, WheelPin,
 };
 
@@ -118,7 +118,8 @@ pub struct StaticLib {
 }
 
 impl StaticLib {
-    /// A library of `sources` with SASS for `sass` (`sm_80`, ...), nothing else.
+    /// A library of `sources` with SASS for `sass` (`sm_80`, ...), nothing else;
+    /// its name is checked with the set's ([`crate::check_sets`]).
     pub fn new<S: Into<String>>(name: &str, sources: impl IntoIterator<Item = S>, sass: &[&str]) -> Result<StaticLib, String> {
         let sass = sass.iter().map(|s| Sm::parse_prefixed(s, "sm_")).collect::<Result<Vec<_>, _>>()?;
         let lib = StaticLib {
@@ -130,7 +131,6 @@ impl StaticLib {
             force_include: Vec::new(),
             kernels: LibKernels::Fat,
         };
-        check_lib_name(&lib.name)?;
         Ok(lib)
     }
 }
@@ -272,29 +272,9 @@ impl KernelSet {
     }
 }
 
-pub(crate) fn valid_name(s: &str) -> bool {
-    s.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-}
-
+/// A relative path in the pin file that stays inside its folder: kiln-manifest's one rule ([`kiln_manifest::path_inside`]).
 pub(crate) fn relative_path(s: &str) -> bool {
-    !s.is_empty() && !s.starts_with('/') && !s.split('/').any(|c| c == ".." || c == ".")
-}
-
-pub(crate) fn check_module_name(m: &str) -> Result<(), String> {
-    if !m.is_empty() && m.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-        Ok(())
-    } else {
-        Err(format!("`{m}` is not a module name (lowercase letters, digits and `_`)"))
-    }
-}
-
-pub(crate) fn check_lib_name(name: &str) -> Result<(), String> {
-    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        Ok(())
-    } else {
-        Err(format!("`{name}` is not a library name"))
-    }
+    kiln_manifest::path_inside(std::path::Path::new(""), s).is_ok()
 }
 
 #[derive(Deserialize)]
@@ -475,7 +455,12 @@ impl Spans {
             Field::LibTarget(i) => self.lib_targets.get(*i).cloned(),
             Field::Crate => self.crate_name.clone(),
         };
-        let e = PinError::at(cx.file, cx.text, span, f.message);
+        let message = match &f.field {
+            // As the pin file's other lists say where the item is (`raw::unique`).
+            Field::Module(_) => format!("{} (in sets.{}.modules)", f.message, f.set),
+            _ => f.message,
+        };
+        let e = PinError::at(cx.file, cx.text, span, message);
         match f.help {
             Some(h) => e.help(h),
             None => e,
@@ -492,8 +477,7 @@ fn read_set(cx: &Ctx, name: &S<String>, set: S<RawSet>, global: &Global) -> Resu
     let at = |what: &str| format!("sets.{name_str}.{what}");
     let source_span = raw.source.span();
     let source = read_source(cx, raw.source, &at("source"))?;
-    let modules =
-        if raw.modules.is_empty() { Vec::new() } else { unique(cx, &raw.modules, &at("modules"), |m| check_module_name(m).map(|()| m.to_string()))? };
+    let modules = if raw.modules.is_empty() { Vec::new() } else { unique(cx, &raw.modules, &at("modules"), |m| Ok(m.to_string()))? };
     let inputs = read_inputs(cx, raw.inputs, &at("inputs"))?;
     let mut include = Vec::new();
     for inc in &raw.include {

@@ -43,7 +43,7 @@ pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const PREDICATE_TYPE: &str = "https://slsa.dev/provenance/v1";
 /// What the statement says built the subjects (SLSA's `buildType`).
-pub const BUILD_TYPE: &str = "https://github.com/kiln-gpu/kiln/blob/main/docs/signing.md#dist-v1";
+pub const BUILD_TYPE: &str = concat!(kiln_package::repository!(), "/blob/main/docs/signing.md#dist-v1");
 
 /// A DSSE envelope, as JSON.
 #[derive(Serialize, Deserialize, Debug)]
@@ -270,7 +270,7 @@ pub fn statement(crates: &[crate::packaged::Packaged]) -> serde_json::Value {
                 "buildType": BUILD_TYPE,
                 "externalParameters": {"crates": crates_json},
             },
-            "runDetails": {"builder": {"id": "https://github.com/kiln-gpu/kiln/blob/main/docs/signing.md#local-key"}},
+            "runDetails": {"builder": {"id": concat!(kiln_package::repository!(), "/blob/main/docs/signing.md#local-key")}},
         },
     })
 }

@@ -5,7 +5,7 @@
 use anyhow::{Context, Result};
 pub use kiln_http::Response;
 
-const USER_AGENT: &str = concat!("kiln-publish/", env!("CARGO_PKG_VERSION"), " (https://github.com/kiln-gpu/kiln)");
+const USER_AGENT: &str = concat!("kiln-publish/", env!("CARGO_PKG_VERSION"), " (", kiln_package::repository!(), ")");
 
 /// The most an index file or an API answer may be.
 const ANSWER_CAP: u64 = 64 << 20;
@@ -19,10 +19,22 @@ fn client() -> &'static kiln_http::Client {
     })
 }
 
+/// A registry token (from `from`, named in the message) that holds no control character.
+pub fn check_token(token: &str, from: &str) -> Result<()> {
+    if let Some(c) = token.chars().find(|c| c.is_control()) {
+        anyhow::bail!(
+            "the registry token from {from} holds a control character (U+{:04X}); it is not used. Set it again \
+             without line breaks or other control characters (`cargo login --registry NAME` writes it cleanly).",
+            c as u32
+        );
+    }
+    Ok(())
+}
+
 fn auth(token: Option<&str>) -> Result<Option<kiln_http::Secret>> {
     let Some(t) = token else { return Ok(None) };
     // Callers check where the token came from; this is the last line of defence, before it is sent.
-    crate::registry::check_token(t, "the caller")?;
+    check_token(t, "the caller")?;
     Ok(Some(kiln_http::Secret::raw(t).context("the registry token holds a control character")?))
 }
 

@@ -7,10 +7,10 @@
 //! ([`metadata`]); [`run`] prints the plan (a dry run by default) or uploads
 //! the unchanged bytes through the registry web API (`PUT /api/v1/crates/new`).
 //! [`serve`] starts ferro-cargo-registry-server, a registry others maintain,
-//! on loopback (`cargo xtask registry serve`). [`server`] (cargo feature
-//! `test-server`, for tests only) is kiln's own small sparse registry: the
-//! tests' fixture for what no maintained server that builds here offers (a
-//! token check, crates.io's upload limit, other bytes under a version refused,
+//! on loopback (`cargo xtask registry serve`). The dev-only crate
+//! `kiln-test-registry` is kiln's own small sparse registry: the tests'
+//! fixture for what no maintained server that builds here offers (a token
+//! check, crates.io's upload limit, other bytes under a version refused,
 //! hostile requests answered; docs/registry.md).
 
 pub mod attest;
@@ -20,8 +20,6 @@ pub mod packaged;
 pub mod plan;
 pub mod registry;
 pub mod serve;
-#[cfg(feature = "test-server")]
-pub mod server;
 
 use std::{
     io::Write,

@@ -12,7 +12,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::http;
+use crate::http::{self, check_token};
 
 /// Where cargo's configuration is looked up; the real process environment
 /// in the CLI, a given one in tests.
@@ -359,17 +359,6 @@ pub fn check_crate_name(name: &str) -> Result<(), String> {
     }
     if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_')) {
         return Err(format!("holds {c:?}; a crate name is ASCII letters, digits, `-` and `_` only"));
-    }
-    Ok(())
-}
-
-pub fn check_token(token: &str, from: &str) -> Result<()> {
-    if let Some(c) = token.chars().find(|c| c.is_control()) {
-        anyhow::bail!(
-            "the registry token from {from} holds a control character (U+{:04X}); it is not used. Set it again \
-             without line breaks or other control characters (`cargo login --registry NAME` writes it cleanly).",
-            c as u32
-        );
     }
     Ok(())
 }

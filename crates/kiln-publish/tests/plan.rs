@@ -6,7 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kiln_publish::{metadata::NewCrate, packaged, plan, server, CRATES_IO_INDEX};
+use kiln_publish::{metadata::NewCrate, packaged, plan, CRATES_IO_INDEX};
+use kiln_test_registry as server;
 
 fn dist() -> PathBuf {
     let dir = std::env::var_os("KILN_DIST_DIR").map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dist"), PathBuf::from);

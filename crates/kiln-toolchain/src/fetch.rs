@@ -34,7 +34,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
-pub use kiln_manifest::{hex, sha256_hex as sha256_bytes};
+pub use kiln_manifest::hex;
 
 /// A downloaded file whose hash is not the pinned one.
 #[derive(Debug)]

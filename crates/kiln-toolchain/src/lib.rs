@@ -16,3 +16,10 @@ pub mod wheel;
 pub use cache::Cache;
 pub use exec::{Mount, Runner};
 pub use sysroot::{Mode, Sysroot};
+
+/// How many jobs run at once unless told (`-j`): one per core this process
+/// may use, 2 where that is unknown. The downloads, the job graph and the
+/// builder all start from it.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}

@@ -363,7 +363,7 @@ impl Remote {
         let extra = kiln_http::Extra { auth: self.auth.as_ref(), headers: &[] };
         match self.client.get_to_file(&url, dest, limit, &extra) {
             Ok(kiln_http::Got::File(part)) => {
-                let actual = crate::fetch::hex(&part.sha256());
+                let actual = kiln_manifest::hex(&part.sha256());
                 if sha256.is_some_and(|s| s != actual) {
                     self.record_damaged();
                     return Got::Damaged(format!("{path} is damaged ({} bytes with sha256 {actual}, not the hash it is named by)", part.len()));

@@ -13,11 +13,12 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use kiln_manifest::sha256_hex;
 use kiln_pins::WheelPin;
 
 use crate::{
     cache::{publish_dir, Cache},
-    fetch::{self, download_verified, sha256_bytes, sha256_file, HashMismatch, Limit},
+    fetch::{self, download_verified, sha256_file, HashMismatch, Limit},
 };
 
 /// A file taken out of a pinned wheel, with the sha256 it must have.
@@ -139,7 +140,7 @@ pub struct Tree {
 const TREE_LIST: &str = "tree.sha256";
 
 fn tree_dir(cache: &Cache, pin: &WheelPin, tree: &str) -> PathBuf {
-    let which = &sha256_bytes(tree.as_bytes())[..8];
+    let which = &sha256_hex(tree.as_bytes())[..8];
     cache.tools().join(format!("{}-{}-{which}", pin.package, &pin.sha256[..16]))
 }
 
@@ -168,11 +169,10 @@ pub fn tree(cache: &Cache, pin: &WheelPin, tree: &str) -> Result<Tree> {
         let mut n = 0;
         for entry in entries(bytes)?.iter().filter(|e| e.name.starts_with(&prefix) && !e.name.ends_with('/')) {
             let rel = &entry.name[prefix.len()..];
-            if rel.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+            let Ok(dest) = kiln_manifest::path_inside(&tmp.join("files"), rel) else {
                 bail!("{what}: {} is not a plain path inside {tree}", entry.name);
-            }
+            };
             let (data, sha256) = w.checked(&entry.name, || read_entry(bytes, entry))?;
-            let dest = tmp.join("files").join(rel);
             fs::create_dir_all(dest.parent().expect("below files/"))?;
             fs::write(&dest, &data)?;
             list.push_str(&format!("{sha256}  {rel}\n"));
@@ -291,7 +291,7 @@ impl Wheel {
         let what = &self.what;
         let sha256 = recorded_sha256(&self.record, member).with_context(|| format!("{what}: RECORD lists no sha256 for {member}"))?;
         let data = read()?;
-        let actual = sha256_bytes(&data);
+        let actual = sha256_hex(&data);
         if actual != sha256 {
             bail!("{what}: {member} has sha256 {actual}, but the wheel's RECORD says {sha256}: the wheel is damaged");
         }
@@ -434,7 +434,7 @@ mod tests {
     fn record_hashes_are_read_as_pip_writes_them() {
         // sha256("hello\n"), as RECORD writes it.
         let record = "pkg/a.txt,sha256=WJG1tSLV3whtD_CxEPvZ0hu0_HFjrzTQgoai6Eb2vgM,6\npkg-1.0.dist-info/RECORD,,\n";
-        assert_eq!(recorded_sha256(record, "pkg/a.txt").as_deref(), Some(sha256_bytes(b"hello\n").as_str()));
+        assert_eq!(recorded_sha256(record, "pkg/a.txt").as_deref(), Some(sha256_hex(b"hello\n").as_str()));
         assert_eq!(recorded_sha256(record, "pkg-1.0.dist-info/RECORD"), None);
         assert_eq!(recorded_sha256(record, "missing"), None);
     }
@@ -498,11 +498,11 @@ mod tests {
         let wheel = zip_file(&[("pkg/bin/tool", &tool_bytes), ("pkg-1.0.dist-info/RECORD", record.as_bytes())], 0);
         let file = root.join("pkg-1.0-py3-none-any.whl");
         fs::write(&file, &wheel).unwrap();
-        let pin = WheelPin { package: "pkg".into(), version: "1.0".into(), url: serve_file(&file), sha256: sha256_bytes(&wheel) };
+        let pin = WheelPin { package: "pkg".into(), version: "1.0".into(), url: serve_file(&file), sha256: sha256_hex(&wheel) };
 
         let t = tool(&cache, &pin, "pkg/bin/tool").unwrap();
         assert_eq!(fs::read(&t.path).unwrap(), tool_bytes);
-        assert_eq!(t.sha256, sha256_bytes(&tool_bytes));
+        assert_eq!(t.sha256, sha256_hex(&tool_bytes));
         assert!(is_unpacked(&cache, &pin, "pkg/bin/tool"));
         // A byte flipped in the unpacked tool: moved aside and unpacked again, never used.
         let mut bad = tool_bytes.clone();
@@ -530,12 +530,8 @@ mod tests {
         let root = root.path();
         let wheel = zip_file(&[("pkg/bin/tool", b"tool")], 0);
         // A URL nothing answers: the wheel can only come from the seed folder.
-        let pin = WheelPin {
-            package: "pkg".into(),
-            version: "1.0".into(),
-            url: format!("file://{}/gone.whl", root.display()),
-            sha256: sha256_bytes(&wheel),
-        };
+        let pin =
+            WheelPin { package: "pkg".into(), version: "1.0".into(), url: format!("file://{}/gone.whl", root.display()), sha256: sha256_hex(&wheel) };
         let seeds = root.join("seeds");
         fs::create_dir_all(&seeds).unwrap();
         fs::write(seeds.join(format!("{}.whl", pin.sha256)), &wheel).unwrap();
@@ -580,7 +576,7 @@ mod tests {
             let wheel = zip_file(&all, 8);
             let file = root.join(format!("{label}.whl"));
             fs::write(&file, &wheel).unwrap();
-            WheelPin { package: "pkg".into(), version: "1.0".into(), url: serve_file(&file), sha256: sha256_bytes(&wheel) }
+            WheelPin { package: "pkg".into(), version: "1.0".into(), url: serve_file(&file), sha256: sha256_hex(&wheel) }
         };
         let good = record_line("pkg/include/a.h", &a) + &record_line("pkg/include/sub/b.h", &b) + &record_line("pkg/other.py", b"x");
         let pin = wheel_with(&good, &[("pkg/include/a.h", &a), ("pkg/include/sub/b.h", &b), ("pkg/other.py", b"x")], "good");

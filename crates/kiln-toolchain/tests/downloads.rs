@@ -59,7 +59,7 @@ fn deb(body: &[u8]) -> Deb {
         name: "hello".into(),
         version: "1.0-1".into(),
         arch: "amd64".into(),
-        sha256: fetch::sha256_bytes(body),
+        sha256: kiln_manifest::sha256_hex(body),
         size: body.len() as u64,
         path: "pool/main/h/hello/hello_1.0-1_amd64.deb".into(),
     }
@@ -72,7 +72,7 @@ fn a_download_with_the_pinned_hash_is_kept() {
     let tmp = temp("good");
     let dir = tmp.path();
     let dest = dir.join("f");
-    fetch::download_verified(&format!("{url}/f"), &fetch::sha256_bytes(&body), fetch::Limit::Exactly(body.len() as u64), "f", &dest).unwrap();
+    fetch::download_verified(&format!("{url}/f"), &kiln_manifest::sha256_hex(&body), fetch::Limit::Exactly(body.len() as u64), "f", &dest).unwrap();
     assert_eq!(fs::read(&dest).unwrap(), body);
     fs::remove_dir_all(dir).unwrap();
 }
@@ -83,11 +83,11 @@ fn a_hash_mismatch_stops_and_leaves_nothing_behind() {
     let tmp = temp("bad");
     let dir = tmp.path();
     let dest = dir.join("f");
-    let pinned = fetch::sha256_bytes(b"the pinned bytes");
+    let pinned = kiln_manifest::sha256_hex(b"the pinned bytes");
     let err = fetch::download_verified(&format!("{url}/f"), &pinned, fetch::Limit::AtMost(1 << 20), "hello 1.0", &dest).unwrap_err();
     let mismatch = err.downcast_ref::<HashMismatch>().expect("a HashMismatch");
     assert_eq!(mismatch.expected, pinned);
-    assert_eq!(mismatch.actual, fetch::sha256_bytes(b"tampered bytes"));
+    assert_eq!(mismatch.actual, kiln_manifest::sha256_hex(b"tampered bytes"));
     let text = err.to_string();
     assert!(text.contains("hello 1.0") && text.contains(&pinned) && text.contains("discarded"), "{text}");
     assert_eq!(fs::read_dir(dir).unwrap().count(), 0, "no file and no .part left");

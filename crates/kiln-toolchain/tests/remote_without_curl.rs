@@ -12,10 +12,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use kiln_toolchain::{
-    fetch,
-    remote::{Config, Got, Remote, TOKEN_ENV},
-};
+use kiln_toolchain::remote::{Config, Got, Remote, TOKEN_ENV};
 
 type Store = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
@@ -81,7 +78,7 @@ fn the_remote_cache_needs_no_program_and_caps_what_it_reads() {
     let dir = tempfile::tempdir().unwrap();
     let object = dir.path().join("object");
     fs::write(&object, b"compiled bytes").unwrap();
-    let sha = fetch::sha256_bytes(b"compiled bytes");
+    let sha = kiln_manifest::sha256_hex(b"compiled bytes");
     remote.put_cas(&sha, &object).unwrap();
     assert_eq!(store.lock().unwrap().get(&format!("/kiln/cas/{sha}")).map(Vec::as_slice), Some(&b"compiled bytes"[..]));
 
@@ -98,6 +95,6 @@ fn the_remote_cache_needs_no_program_and_caps_what_it_reads() {
     assert!(matches!(&got, Got::Damaged(why) if why.contains("cas/long")), "{got:?}");
     assert!(!back.exists());
     assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "only the object written here is in the folder");
-    assert_eq!(remote.get_cas(&fetch::sha256_bytes(b"absent"), None, &back), Got::NotFound);
+    assert_eq!(remote.get_cas(&kiln_manifest::sha256_hex(b"absent"), None, &back), Got::NotFound);
     assert!(remote.usable() && remote.summary().contains("2 damaged"), "{}", remote.summary());
 }

@@ -1,8 +1,8 @@
 //! A sparse cargo registry served from a folder over HTTP/1.1 (std::net, a
-//! thread per connection): **the tests' fixture** (cargo feature
-//! `test-server`, which only dev-dependencies turn on; no command starts it).
+//! thread per connection): **the tests' fixture** (a crate only
+//! dev-dependencies name; no command starts it).
 //! It offers what ferro-cargo-registry-server, the registry others maintain
-//! that `cargo xtask registry serve` starts ([`crate::serve`]), does not, and
+//! that `cargo xtask registry serve` starts ([`kiln_publish::serve`]), does not, and
 //! what a registry a team runs (crates.io, Kellnr, Artifactory) does: a token
 //! checked on every upload (`403` otherwise), crates.io's size limit with its
 //! error text, a version differing only in build metadata from one already
@@ -31,7 +31,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{
+use kiln_publish::{
     metadata::{self, NewCrate},
     packaged::{self, Record},
     registry::{index_path, IndexDep, IndexEntry},
@@ -72,7 +72,7 @@ impl Server {
     /// Serves `dir` (created if missing) on `bind`, e.g. `127.0.0.1:0` for
     /// any free port.
     pub fn start(dir: &Path, bind: &str, options: Options) -> Result<Server> {
-        crate::serve::OWNER.claim_and_mark(dir, crate::serve::NAMES)?;
+        kiln_publish::serve::OWNER.claim_and_mark(dir, kiln_publish::serve::NAMES)?;
         fs::create_dir_all(dir.join("index")).with_context(|| format!("cannot create {}", dir.display()))?;
         fs::create_dir_all(dir.join("crates"))?;
         let listener = TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind}"))?;
@@ -349,10 +349,10 @@ fn refuse_line(writer: &mut TcpStream, e: std::io::Error) -> std::io::Result<boo
 
 /// A file under `root`; no `..`, no absolute paths.
 fn file(root: &Path, rel: &str, content_type: &'static str) -> Reply {
-    if rel.is_empty() || rel.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+    let Ok(path) = kiln_manifest::path_inside(root, rel) else {
         return error(404, "no such file");
-    }
-    match fs::read(root.join(rel)) {
+    };
+    match fs::read(path) {
         Ok(body) => Reply { status: 200, content_type, body },
         Err(_) => error(404, "no such file"),
     }
