@@ -391,6 +391,29 @@ mod tests {
     }
 
     #[test]
+    fn generic_objects_are_v6_with_a_generic_version_and_concrete_ones_without() {
+        const GFX11_GENERIC: u32 = 0x54;
+        // As clang 21 writes them: EI_ABIVERSION 4 (v6), generic version 1 in the top byte.
+        let v6 = |e_flags: u32, target: &str| {
+            let mut o = code_object(e_flags, target, &["k"]);
+            o[8] = 4;
+            o
+        };
+        let good = v6(1 << 24 | GFX11_GENERIC, "amdgcn-amd-amdhsa--gfx11-generic");
+        assert_eq!(hsaco::check(&good, "gfx11-generic", GFX11_GENERIC, 6).unwrap().generic_version, 1);
+        let e = err(hsaco::check(&v6(GFX11_GENERIC, "amdgcn-amd-amdhsa--gfx11-generic"), "gfx11-generic", GFX11_GENERIC, 6));
+        assert!(e.contains("gfx11-generic is a generic target, but the code object's e_flags carry no generic version"), "{e}");
+        let e = err(hsaco::check(&v6(1 << 24 | GFX1030, "amdgcn-amd-amdhsa--gfx1030"), "gfx1030", GFX1030, 6));
+        assert!(e.contains("e_flags carry generic version 1, but gfx1030 is a concrete processor"), "{e}");
+        // A generic object of code object v5 does not exist: the version check says so first.
+        let e = err(hsaco::check(&good, "gfx11-generic", GFX11_GENERIC, 5));
+        assert!(e.contains("EI_ABIVERSION is 4 but code object v5 (3) was asked for"), "{e}");
+        // A bundle entry for a generic target is checked against its code object like any other.
+        let b = bundle_of(&[("gfx11-generic", &good)]);
+        verify_with(&b, &[("gfx11-generic", &good)], &|g| (g == "gfx11-generic").then_some(GFX11_GENERIC)).unwrap();
+    }
+
+    #[test]
     fn entry_ids_name_their_target() {
         let gfx = |id: &str| Entry { id: id.into(), offset: 0, size: 0 }.gfx().map(String::from);
         assert_eq!(gfx("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-").as_deref(), Some("gfx90a:xnack-"));
