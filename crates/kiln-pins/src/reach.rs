@@ -103,7 +103,12 @@ fn hip_compilers(t: &Toolchain) -> Vec<HipCompiler<'_>> {
 /// bytes it always had.
 fn hip_reach<'a>(t: &'a Toolchain, arch: &HipArch) -> Option<HipCompiler<'a>> {
     let row = arch.row();
-    hip_compilers(t).into_iter().find(|c| row.llvm <= c.major && row.device_lib.is_some_and(|d| d <= c.major))
+    hip_compilers(t).into_iter().find(|c| knows(row, c.major) && row.device_lib.is_some_and(|d| d <= c.major))
+}
+
+/// Whether LLVM `major` knows the processor (kiln-target's `llvm` and `llvm_until`).
+fn knows(row: &kiln_target::Gfx, major: u32) -> bool {
+    row.llvm <= major && row.llvm_until.is_none_or(|last| major <= last)
 }
 
 impl Pins {
@@ -131,7 +136,7 @@ pub(crate) fn check_targets(targets: &Targets, t: &Toolchain, what: &str) -> Res
             }
             let row = arch.row();
             // LLVM knows it, but no pinned device library has its bitcode (gfx1250 and rocm-device-libs-21).
-            if let Some(c) = clangs.iter().find(|c| row.llvm <= c.major) {
+            if let Some(c) = clangs.iter().find(|c| knows(row, c.major)) {
                 let bitcode = format!("oclc_isa_version_{}.bc", arch.as_str().trim_start_matches("gfx"));
                 let libs =
                     clangs.iter().filter(|c| row.llvm <= c.major).map(|c| format!("{} {}", c.rocm_device_libs.package, c.rocm_device_libs.version));

@@ -47,7 +47,8 @@ pub struct Gfx {
     /// recognised, not called a typo.
     pub mach: Option<u32>,
     /// The LLVM generic target covering it ("Generic Processors"), whose code
-    /// objects ROCm loads on every member.
+    /// objects ROCm loads on every member (from [`GENERIC_ROCM`] on). The same
+    /// map as the HIP runtime's own (clr `hip_fatbin.cpp`, `TargetGenericMap`).
     pub generic: Option<&'static str>,
     /// An ISA-identical sibling whose code object it may run, on opt-in only:
     /// pairs whose generic target lists no restrictions (gfx10-3-generic,
@@ -56,10 +57,15 @@ pub struct Gfx {
     /// has a larger VGPR file than gfx1102).
     pub compat: Option<&'static str>,
     /// The first LLVM major version whose AMDGPU backend knows it (clang's
-    /// `--print-supported-cpus`; checked for clang 17: everything marked 17
-    /// is in its list and nothing else). A pinned clang older than this
-    /// cannot build the target: `cargo xtask pins check` says so.
+    /// `--print-supported-cpus`; checked against both pinned clangs, 17 and
+    /// 21, by kiln-dist's `tests/device_libs.rs`). A pinned clang older than
+    /// this cannot build the target: `cargo xtask pins check` says so.
     pub llvm: u32,
+    /// The last LLVM major that still knows it, where a later one dropped it
+    /// (gfx940 and gfx941, MI300 pre-production parts: known to clang 17, not
+    /// to clang 21). Checked with `llvm` against both pinned clangs by
+    /// kiln-dist's `tests/device_libs.rs`.
+    pub llvm_until: Option<u32>,
     /// The RDNA generation macro candle's quantized kernels (llama.cpp's)
     /// read, which kiln defines on the compile line (`-DRDNA2`, `-DRDNA3`) as
     /// upstream's ROCm backend does (candle PR #3801: `RDNA2` for
@@ -133,7 +139,7 @@ impl Gfx {
 }
 
 const fn row(name: &'static str, mach: u32, generic: Option<&'static str>, compat: Option<&'static str>) -> Gfx {
-    Gfx { name, mach: Some(mach), generic, compat, llvm: 17, rdna: None, device_lib: Some(17) }
+    Gfx { name, mach: Some(mach), generic, compat, llvm: 17, llvm_until: None, rdna: None, device_lib: Some(17) }
 }
 
 /// RDNA2 (gfx103x) and RDNA3 (gfx11xx, and gfx12xx, which upstream's range
@@ -150,13 +156,18 @@ const fn newer(llvm: u32, gfx: Gfx) -> Gfx {
     Gfx { llvm, device_lib: Some(llvm), ..gfx }
 }
 
+/// A row that LLVM dropped after major `last`.
+const fn dropped_after(last: u32, gfx: Gfx) -> Gfx {
+    Gfx { llvm_until: Some(last), ..gfx }
+}
+
 /// A row whose ISA bitcode no ROCm device library known to kiln carries.
 const fn no_device_lib(gfx: Gfx) -> Gfx {
     Gfx { device_lib: None, ..gfx }
 }
 
 const fn old(name: &'static str) -> Gfx {
-    Gfx { name, mach: None, generic: None, compat: None, llvm: 17, rdna: None, device_lib: None }
+    Gfx { name, mach: None, generic: None, compat: None, llvm: 17, llvm_until: None, rdna: None, device_lib: None }
 }
 
 const G9: Option<&str> = Some("gfx9-generic");
@@ -195,8 +206,11 @@ pub const GFX: &[Gfx] = &[
     row("gfx909", 0x31, G9, None),
     row("gfx90a", 0x3f, None, None),
     row("gfx90c", 0x32, G9, None),
-    row("gfx940", 0x40, G94, None),
-    row("gfx941", 0x4b, G94, None),
+    // MI300 pre-production: LLVM 21 no longer knows them, ROCr dropped them
+    // (rocm-systems 13c591d25, 2025-02-19) and clr's generic map
+    // (`TargetGenericMap`) never had them, so no generic family either.
+    dropped_after(20, row("gfx940", 0x40, None, None)),
+    dropped_after(20, row("gfx941", 0x4b, None, None)),
     row("gfx942", 0x4c, G94, None),
     newer(20, row("gfx950", 0x4f, G94, None)),
     row("gfx1010", 0x33, G101, None),
