@@ -52,6 +52,10 @@ pub struct SelectOptions {
     /// decides whether a generic target's object may be chosen; `None`:
     /// not known, taken to load it (the selection then says `HipGeneric`).
     pub hip_runtime: Option<kiln_target::Rocm>,
+    /// HIP: take the family's generic object even where the device's own is
+    /// carried (where the runtime loads it): the CI leg of a generic target,
+    /// run on a member kiln also builds for (`KILN_TEST_ARCH=gfx11-generic`). Off unless asked.
+    pub hip_prefer_generic: bool,
 }
 
 /// How an artifact was chosen.
@@ -319,14 +323,17 @@ impl Manifest {
                 }
             }
             DeviceArch::Hip { gfx } => {
-                if let Some(a) = of_module.iter().find(|a| a.kind == Kind::Hsaco && &a.arch == gfx) {
-                    return Ok(pick(a, Match::Exact));
-                }
                 let row = kiln_target::gfx(gfx);
                 let generic = row.and_then(|r| r.generic);
                 let generic_artifact = generic.and_then(|g| of_module.iter().find(|a| a.kind == Kind::Hsaco && a.arch == g));
                 // The runtime too old for the generic object: said instead of a load failure deep in HIP.
                 let too_old = generic_artifact.and(opts.hip_runtime).filter(|v| *v < kiln_target::GENERIC_ROCM);
+                if let (Some(a), None, true) = (generic_artifact, too_old, opts.hip_prefer_generic) {
+                    return Ok(pick(a, Match::HipGeneric));
+                }
+                if let Some(a) = of_module.iter().find(|a| a.kind == Kind::Hsaco && &a.arch == gfx) {
+                    return Ok(pick(a, Match::Exact));
+                }
                 if let (Some(a), None) = (generic_artifact, too_old) {
                     return Ok(pick(a, Match::HipGeneric));
                 }
@@ -631,6 +638,11 @@ mod tests {
                 && e.contains("which the HIP runtime loads from ROCm 6.4 on; this runtime is ROCm 6.3: update ROCm to 6.4 or newer"),
             "{e}"
         );
+        // A generic target's CI leg on a member kiln builds for: the generic object first, where it loads.
+        let prefer = |v| SelectOptions { hip_prefer_generic: true, ..on(v) };
+        assert_eq!(chosen(&m, "fill", "gfx1030", prefer((6, 4))), ("gfx10-3-generic".into(), Match::HipGeneric));
+        assert_eq!(chosen(&m, "fill", "gfx1030", prefer((6, 3))), ("gfx1030".into(), Match::Exact));
+        assert_eq!(chosen(&m, "fill", "gfx1100", prefer((7, 0))), ("gfx1100".into(), Match::Exact));
         // ... unless the sibling opt-in picks the ISA-identical gfx1030.
         let both = SelectOptions { hip_compat: true, ..on((6, 2)) };
         assert_eq!(chosen(&m, "fill", "gfx1031", both), ("gfx1030".into(), Match::HipCompat));
