@@ -33,6 +33,15 @@
 //!   at 4096 either way), and every runtime skips the host entry, so kiln
 //!   keeps clang 15's spelling.
 //!
+//! Since issue 36 a bundle also holds the LLVM generic targets' code objects
+//! (`hipv4-amdgcn-amd-amdhsa--gfx11-generic`, ...). HIP from ROCm 6.4 on
+//! asks comgr for the device's processor and for its generic target, and
+//! loads the former's entry, else the latter's, whatever their order (clr
+//! `ExtractFatBinaryUsingCOMGR`; kiln-validate's `bundle::hip_runtime_pick`
+//! models it, and kiln-dist's `tests/hip_selection.rs` holds `kiln::select`
+//! to it); older runtimes compare the processor only, so to them a generic
+//! entry is one for no device.
+//!
 //! kiln's own choices: the HIP entries sorted by id (so the same code objects
 //! always give the same bytes, whatever order they are passed in), and no
 //! compression: compressed (`CCOB`) bundles are read only by ROCm 6.2 and later.

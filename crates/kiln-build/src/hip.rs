@@ -32,7 +32,7 @@ pub fn job(plan: &Plan, pins: &Pins, module: &str, file: &SourceFile, arch: &Hip
         "--cuda-device-only".into(),
         // Without it clang wraps even a single arch in an offload bundle.
         "--no-gpu-bundle-output".into(),
-        format!("-mcode-object-version={}", plan.set.targets.code_object_version),
+        format!("-mcode-object-version={}", plan.set.targets.code_object_version_for(arch)),
         "--rocm-path=/usr".into(),
         format!("--rocm-device-lib-path=/{}", compiler.bitcode_dir()),
     ];

@@ -111,7 +111,7 @@ pub fn artifacts(targets: &Targets, built: &[(Job, Built)]) -> Result<Vec<Collec
 fn describe(targets: &Targets, job: &Job, bytes: &[u8]) -> Result<Artifact> {
     Ok(match (job.kind, job.target()) {
         (JobKind::Artifact(Kind::Hsaco), Some(Target::Hip(arch))) => {
-            let h = hsaco::check(bytes, arch.as_str(), arch.mach(), targets.code_object_version)?;
+            let h = hsaco::check(bytes, arch.as_str(), arch.mach(), targets.code_object_version_for(arch))?;
             let mut a = base(job, bytes, h.kernel_names());
             a.geometry = Some(geometry(arch, &h.kernels)?);
             a.resources = h.kernels;

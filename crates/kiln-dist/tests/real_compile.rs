@@ -49,7 +49,7 @@ fn the_probe_compiles_for_every_kind_of_target_and_reads_back() {
         let bytes = fs::read(&b.path).unwrap();
         let kernels = match job.target().unwrap() {
             Target::Hip(arch) => {
-                let h = hsaco::check(&bytes, arch.as_str(), arch.mach(), pins.targets.code_object_version).unwrap();
+                let h = hsaco::check(&bytes, arch.as_str(), arch.mach(), pins.targets.code_object_version_for(arch)).unwrap();
                 let wave = if arch.wave64() { 64 } else { 32 };
                 assert!(h.kernels.iter().all(|k| k.wavefront_size == wave), "{arch}: {:?}", h.kernels);
                 h.kernel_names()

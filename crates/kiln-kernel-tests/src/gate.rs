@@ -13,6 +13,7 @@
 //! | the other backend's arch | —                     | skipped: tested on that backend's legs |
 //! | this backend's arch | one of that arch           | run on it |
 //! | this backend's arch | none of that arch, or none | **fail**: a CI leg without its GPU must not pass |
+//! | an LLVM generic target (`gfx10-3-generic`) | one of its family (a gfx1031) | run on it: the device selects the family's generic object where kiln carries none of its own |
 //! | not an arch      | —                             | fail |
 
 use kiln_loader::{Backend, Device, DeviceArch, Error};
@@ -86,16 +87,18 @@ pub fn decide(
     let env = crate::TEST_ARCH_ENV;
     let leg = match test_arch.map(str::trim).filter(|s| !s.is_empty()) {
         None => None,
-        Some(s) => match DeviceArch::parse(s) {
-            Ok(a) => Some((s.to_string(), a)),
-            Err(e) => return Gate::Fail(format!("{env}={s:?} names no GPU arch: {e}")),
+        Some(s) => match (DeviceArch::parse(s), generic_target(s)) {
+            (Ok(a), _) => Some((s.to_string(), Leg::Device(a))),
+            // A generic target's leg runs on a member of its family (issue 36).
+            (Err(_), Some(g)) => Some((s.to_string(), Leg::Family(g))),
+            (Err(e), None) => return Gate::Fail(format!("{env}={s:?} names no GPU arch: {e}")),
         },
     };
-    if let Some((s, arch)) = &leg {
-        if arch.backend() != backend {
+    if let Some((s, l)) = &leg {
+        if l.backend() != backend {
             return Gate::Skip(format!(
                 "{env}={s}: this is the {} leg; the {label} kernels are tested on the {label} legs",
-                backend_label(arch.backend())
+                backend_label(l.backend())
             ));
         }
     }
@@ -117,7 +120,7 @@ pub fn decide(
         }
     };
     let candidates: Vec<&Found> = match &leg {
-        Some((_, arch)) => devices.iter().filter(|d| d.arch == arch_name(arch)).collect(),
+        Some((_, l)) => devices.iter().filter(|d| l.matches(&d.arch)).collect(),
         None => devices.iter().collect(),
     };
     let chosen = match wanted_ordinal {
@@ -128,7 +131,7 @@ pub fn decide(
         (Some(d), _) => Gate::Run(d.clone()),
         (None, Some((s, _))) => Gate::Fail(format!(
             "{env}={s}, but no {label} device here is {}{}; devices: {}",
-            arch_name(&leg.as_ref().unwrap().1),
+            leg.as_ref().unwrap().1.describe(),
             wanted_ordinal.map(|n| format!(" at {}={n}", crate::TEST_DEVICE_ENV)).unwrap_or_default(),
             listing()
         )),
@@ -137,6 +140,45 @@ pub fn decide(
             Gate::Fail(format!("{}={} is not a {label} device here; devices: {}", crate::TEST_DEVICE_ENV, wanted_ordinal.unwrap_or(0), listing()))
         }
     }
+}
+
+/// What a leg tests on: a device of one arch, or a member of a generic target's family.
+enum Leg {
+    Device(DeviceArch),
+    Family(&'static str),
+}
+
+impl Leg {
+    fn backend(&self) -> Backend {
+        match self {
+            Leg::Device(a) => a.backend(),
+            Leg::Family(_) => Backend::Hip,
+        }
+    }
+    fn matches(&self, device_arch: &str) -> bool {
+        match self {
+            Leg::Device(a) => device_arch == arch_name(a),
+            Leg::Family(g) => kiln_pins::HipArch::parse(device_arch).is_ok_and(|a| a.row().generic == Some(*g)),
+        }
+    }
+    fn describe(&self) -> String {
+        match self {
+            Leg::Device(a) => arch_name(a),
+            Leg::Family(g) => format!("a member of {g}'s family"),
+        }
+    }
+}
+
+/// Whether `KILN_TEST_ARCH` names an LLVM generic target: the leg tests that
+/// family's generic code objects, which the tests then prefer over the
+/// device's own (`SelectOptions::hip_prefer_generic`).
+pub fn generic_leg() -> bool {
+    std::env::var(crate::TEST_ARCH_ENV).ok().is_some_and(|s| generic_target(s.trim()).is_some())
+}
+
+/// The generic target `s` names (`gfx11-generic`), from kiln-target's table.
+fn generic_target(s: &str) -> Option<&'static str> {
+    kiln_pins::HipArch::parse(s).ok().map(|a| a.row()).filter(|g| g.is_generic()).map(|g| g.name)
 }
 
 /// [`decide`] with the environment and the real probe.
@@ -180,6 +222,18 @@ mod tests {
         assert_eq!(decide(Backend::Cuda, Some("sm_90"), None, |_| Ok(h100())), Gate::Run(h100()[0].clone()));
         let other = decide(Backend::Hip, Some("sm_90"), None, |_| panic!("the other backend is not probed"));
         assert!(matches!(other, Gate::Skip(r) if r.contains("CUDA leg") && r.contains("HIP legs")));
+    }
+
+    #[test]
+    fn a_generic_targets_leg_runs_on_a_member_of_its_family() {
+        let rx6700 = |_| Ok(vec![Found { ordinal: 0, name: "RX 6700 XT".into(), arch: "gfx1031".into() }]);
+        assert!(matches!(decide(Backend::Hip, Some("gfx10-3-generic"), None, rx6700), Gate::Run(f) if f.arch == "gfx1031"));
+        let e = decide(Backend::Hip, Some("gfx11-generic"), None, rx6700);
+        assert!(
+            matches!(&e, Gate::Fail(r) if r.contains("no HIP device here is a member of gfx11-generic's family") && r.contains("0: RX 6700 XT (gfx1031)")),
+            "{e:?}"
+        );
+        assert!(matches!(decide(Backend::Cuda, Some("gfx12-generic"), None, |_| panic!("not probed")), Gate::Skip(_)));
     }
 
     #[test]

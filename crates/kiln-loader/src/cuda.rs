@@ -178,6 +178,7 @@ impl CudaDevice {
             arch: DeviceArch::Cuda { major: major as u32, minor: minor as u32 },
             reported_arch: format!("{major}.{minor}"),
             driver_version: format!("CUDA {}.{}", version / 1000, (version % 1000) / 10),
+            hip_runtime: None,
             context_id: ctx.cu_ctx() as usize,
         };
         Ok((CudaDevice { ctx }, info))

@@ -24,6 +24,10 @@ pub struct DeviceInfo {
     pub reported_arch: String,
     /// `CUDA 12.4`, `HIP 60032830`.
     pub driver_version: String,
+    /// HIP: the ROCm release of the runtime (`hipRuntimeGetVersion`: HIP's
+    /// version is ROCm's), which decides whether a generic target's code
+    /// object may be chosen (kiln-target's `GENERIC_ROCM`); `None` on CUDA.
+    pub hip_runtime: Option<kiln_manifest::kiln_target::Rocm>,
 }
 
 struct Inner {
@@ -85,6 +89,7 @@ impl Device {
             arch: raw.arch,
             reported_arch: raw.reported_arch,
             driver_version: raw.driver_version,
+            hip_runtime: raw.hip_runtime,
         };
         Device { inner: Arc::new(Inner { info, context_id: raw.context_id, driver }) }
     }

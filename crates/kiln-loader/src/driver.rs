@@ -35,6 +35,9 @@ pub(crate) struct RawDeviceInfo {
     pub arch: DeviceArch,
     pub reported_arch: String,
     pub driver_version: String,
+    /// HIP: the ROCm release of the runtime (`hipRuntimeGetVersion`), which
+    /// decides whether a generic target's code object may be chosen.
+    pub hip_runtime: Option<kiln_manifest::kiln_target::Rocm>,
     /// Tells contexts apart: the same module is loaded once per context.
     pub context_id: usize,
 }

@@ -41,6 +41,9 @@ struct Api {
     _library: libloading::Library,
     hipInit: unsafe extern "C" fn(c_uint) -> HipError,
     hipDriverGetVersion: unsafe extern "C" fn(*mut c_int) -> HipError,
+    /// `HIP_VERSION` (major * 10 000 000 + minor * 100 000 + patch): the ROCm
+    /// release, which decides whether a generic target's code object loads.
+    hipRuntimeGetVersion: unsafe extern "C" fn(*mut c_int) -> HipError,
     hipGetDeviceCount: unsafe extern "C" fn(*mut c_int) -> HipError,
     hipSetDevice: unsafe extern "C" fn(c_int) -> HipError,
     hipDeviceGetName: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> HipError,
@@ -79,6 +82,7 @@ struct Api {
 pub const REQUIRED_SYMBOLS: &[&str] = &[
     "hipInit",
     "hipDriverGetVersion",
+    "hipRuntimeGetVersion",
     "hipGetDeviceCount",
     "hipSetDevice",
     "hipDeviceGetName",
@@ -159,6 +163,7 @@ fn bind(path: &str, library: libloading::Library) -> std::result::Result<Api, Er
         path: path.to_string(),
         hipInit: sym!("hipInit"),
         hipDriverGetVersion: sym!("hipDriverGetVersion"),
+        hipRuntimeGetVersion: sym!("hipRuntimeGetVersion"),
         hipGetDeviceCount: sym!("hipGetDeviceCount"),
         hipSetDevice: sym!("hipSetDevice"),
         hipDeviceGetName: sym!("hipDeviceGetName"),
@@ -340,7 +345,13 @@ impl HipDevice {
             HIP_SUCCESS => format!("HIP {version}"),
             _ => "HIP (unknown version)".into(),
         };
-        let info = RawDeviceInfo { ordinal, name, arch, reported_arch: reported, driver_version, context_id: 0 };
+        let mut runtime: c_int = 0;
+        // SAFETY: writes one int.
+        let hip_runtime = match unsafe { (api.hipRuntimeGetVersion)(&mut runtime) } {
+            HIP_SUCCESS => kiln_manifest::kiln_target::rocm_of_hip_version(runtime.into()),
+            _ => None,
+        };
+        let info = RawDeviceInfo { ordinal, name, arch, reported_arch: reported, driver_version, hip_runtime, context_id: 0 };
         Ok((dev, info))
     }
 
@@ -447,8 +458,9 @@ fn load_hint(artifact: &Artifact, device: &DeviceArch) -> String {
     if artifact.arch == *gfx {
         return String::new();
     }
-    if artifact.arch.ends_with("-generic") {
-        return format!("{} is an LLVM generic target: ROCm loads those from 6.2 on (code object v6); update ROCm", artifact.arch);
+    if kiln_manifest::kiln_target::gfx(&artifact.arch).is_some_and(|g| g.is_generic()) {
+        let (major, minor) = kiln_manifest::kiln_target::GENERIC_ROCM;
+        return format!("{} is an LLVM generic target: ROCm loads those from {major}.{minor} on (code object v6); update ROCm", artifact.arch);
     }
     let version = artifact.arch.trim_start_matches("gfx");
     let override_value = match version.len() {
@@ -506,7 +518,7 @@ mod tests {
         assert!(h.contains("HSA_OVERRIDE_GFX_VERSION=10.3.0"), "{h}");
         let h = load_hint(&hsaco("gfx90a"), &DeviceArch::parse("gfx908").unwrap());
         assert!(h.contains("HSA_OVERRIDE_GFX_VERSION=9.0.10"), "{h}");
-        assert!(load_hint(&hsaco("gfx10-3-generic"), &dev).contains("ROCm loads those from 6.2"));
+        assert!(load_hint(&hsaco("gfx10-3-generic"), &dev).contains("ROCm loads those from 6.4 on"));
         // The device's own object refused: no override to suggest.
         assert_eq!(load_hint(&hsaco("gfx1031"), &dev), "");
     }

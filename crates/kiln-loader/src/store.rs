@@ -96,7 +96,9 @@ impl<S: ArtifactSource> ModuleStore<S> {
     }
 
     fn load(&self, device: &Device, module: &str) -> Result<Module> {
-        let sel = self.source.manifest().select_with(module, device.arch(), self.options.select)?;
+        // The device's runtime decides whether a generic target's object may be chosen.
+        let opts = SelectOptions { hip_runtime: device.info().hip_runtime.or(self.options.select.hip_runtime), ..self.options.select };
+        let sel = self.source.manifest().select_with(module, device.arch(), opts)?;
         let artifact: Artifact = sel.artifact.clone();
         let (bytes, mut stats) = self.verified_bytes(&artifact)?;
         let t = Instant::now();

@@ -11,11 +11,18 @@
 //!
 //! HIP: the code object built for the device's exact gfx arch; else one built
 //! for the LLVM generic target of its family (`gfx10-3-generic`), which the
-//! ROCm loader accepts on every member; else, only when the caller opts in,
-//! the code object of an ISA-identical sibling (`compat` in kiln-target's table); else an error
-//! naming the carried archs. A code object for another gfx arch is never
-//! chosen by default: ROCm refuses it, or worse, runs it on hardware whose
-//! registers or hazards differ.
+//! ROCm loader accepts on every member, where the runtime can load it (code
+//! object v6: ROCm [`kiln_target::GENERIC_ROCM`] or newer; a runtime the
+//! caller does not know is taken to be able to); else, only when the caller
+//! opts in, the code object of an ISA-identical sibling (`compat` in
+//! kiln-target's table); else an error naming the device, what is carried
+//! for its family and, where a generic object is carried but the runtime is
+//! too old for it, the ROCm it needs. This is the HIP runtime's own rule for a
+//! bundle (clr's `ExtractFatBinaryUsingCOMGR`: the device's processor, else
+//! its generic target), so the drop-in's `Module::hsaco()` bundles, handed to
+//! `hipModuleLoadData`, get the same answer. A code object for another gfx
+//! arch is never chosen by default: ROCm refuses it, or worse, runs it on
+//! hardware whose registers or hazards differ.
 
 use std::fmt;
 
@@ -40,6 +47,15 @@ pub struct SelectOptions {
     pub hip_compat: bool,
     /// CUDA: skip cubins and take the best PTX (for measuring the JIT path).
     pub force_ptx: bool,
+    /// HIP: the ROCm release of the runtime that will load the code object
+    /// (`kiln_target::rocm_of_hip_version` of `hipRuntimeGetVersion`), which
+    /// decides whether a generic target's object may be chosen; `None`:
+    /// not known, taken to load it (the selection then says `HipGeneric`).
+    pub hip_runtime: Option<kiln_target::Rocm>,
+    /// HIP: take the family's generic object even where the device's own is
+    /// carried (where the runtime loads it): the CI leg of a generic target,
+    /// run on a member kiln also builds for (`KILN_TEST_ARCH=gfx11-generic`). Off unless asked.
+    pub hip_prefer_generic: bool,
 }
 
 /// How an artifact was chosen.
@@ -116,10 +132,15 @@ impl fmt::Display for SelectError {
                         f.write_str(" (a cubin runs only on its own sm or a newer one of the same major version, and on a Jetson only on its own; PTX only on devices at or above its compute level)")?
                     }
                     // What the drop-in's `Module::hsaco()` bundle would meet in the HIP runtime.
-                    DeviceArch::Hip { .. } => f.write_str(
-                        " (a code object runs only on its own gfx arch; the HIP runtime, given the module's bundle of these, \
-                         finds no entry for this device and fails with hipErrorNoBinaryForGpu)",
-                    )?,
+                    DeviceArch::Hip { .. } => {
+                        let (major, minor) = kiln_target::GENERIC_ROCM;
+                        write!(
+                            f,
+                            " (a code object runs only on its own gfx arch, a generic target's on its family from ROCm {major}.{minor} on; \
+                             the HIP runtime, given the module's bundle of these, finds no entry it can load for this device and fails with \
+                             hipErrorNoBinaryForGpu)"
+                        )?
+                    }
                 }
                 if let Some(h) = hint {
                     write!(f, "; {h}")?;
@@ -308,24 +329,31 @@ impl Manifest {
                 }
             }
             DeviceArch::Hip { gfx } => {
+                let row = kiln_target::gfx(gfx);
+                let generic = row.and_then(|r| r.generic);
+                let generic_artifact = generic.and_then(|g| of_module.iter().find(|a| a.kind == Kind::Hsaco && a.arch == g));
+                // The runtime too old for the generic object: said instead of a load failure deep in HIP.
+                let too_old = generic_artifact.and(opts.hip_runtime).filter(|v| *v < kiln_target::GENERIC_ROCM);
+                if let (Some(a), None, true) = (generic_artifact, too_old, opts.hip_prefer_generic) {
+                    return Ok(pick(a, Match::HipGeneric));
+                }
                 if let Some(a) = of_module.iter().find(|a| a.kind == Kind::Hsaco && &a.arch == gfx) {
                     return Ok(pick(a, Match::Exact));
                 }
-                let row = kiln_target::gfx(gfx);
-                let generic = row.and_then(|r| r.generic);
-                if let Some(a) = generic.and_then(|g| of_module.iter().find(|a| a.kind == Kind::Hsaco && a.arch == g)) {
+                if let (Some(a), None) = (generic_artifact, too_old) {
                     return Ok(pick(a, Match::HipGeneric));
                 }
                 let sibling = row.and_then(|r| r.compat);
                 let sibling_artifact = sibling.and_then(|s| of_module.iter().find(|a| a.kind == Kind::Hsaco && a.arch == s));
-                match (sibling_artifact, opts.hip_compat) {
-                    (Some(a), true) => Ok(pick(a, Match::HipCompat)),
-                    (Some(a), false) => Err(none(Some(format!(
+                match (sibling_artifact, opts.hip_compat, too_old) {
+                    (Some(a), true, _) => Ok(pick(a, Match::HipCompat)),
+                    (_, _, Some(v)) => Err(none(Some(hip_runtime_hint(gfx, generic.unwrap_or_default(), &carried, v)))),
+                    (Some(a), false, None) => Err(none(Some(format!(
                         "{gfx} has the same ISA as {} (LLVM's {} lists no restrictions): opt in with KILN_HIP_ARCH_COMPAT=1 (or SelectOptions::hip_compat), and see docs/loader.md for what ROCm itself requires",
                         a.arch,
                         generic.unwrap_or("generic target")
                     )))),
-                    (None, _) => Err(none(self.hip_hint(gfx))),
+                    (None, _, None) => Err(none(self.hip_hint(gfx))),
                 }
             }
         }
@@ -358,6 +386,26 @@ impl Manifest {
             _ => format!("this build's pins.toml [targets].hip does not list {gfx}; a kiln release that adds it would carry it"),
         })
     }
+}
+
+/// Why a device whose family is carried only as its generic target gets
+/// nothing on this runtime: what is carried for the family, and the ROCm that
+/// would load it.
+fn hip_runtime_hint(gfx: &str, generic: &str, carried: &[String], runtime: kiln_target::Rocm) -> String {
+    let family: Vec<&str> =
+        carried.iter().map(String::as_str).filter(|a| *a == generic || kiln_target::gfx(a).is_some_and(|r| r.generic == Some(generic))).collect();
+    let (need, have) = (kiln_target::GENERIC_ROCM, runtime);
+    format!(
+        "for {gfx}'s family ({generic}) this build carries {}, and {gfx} itself only as {generic}, a generic code object (v6), which the HIP runtime \
+         loads from ROCm {}.{} on; this runtime is ROCm {}.{}: update ROCm to {}.{} or newer (docs/loader.md)",
+        family.join(", "),
+        need.0,
+        need.1,
+        have.0,
+        have.1,
+        need.0,
+        need.1
+    )
 }
 
 /// The artifacts of one CUDA kind with their level (`sm_86` → 86); suffixed arches left out.
@@ -575,6 +623,37 @@ mod tests {
         assert_eq!(chosen(&g, "fill", "gfx1101", SelectOptions::default()), ("gfx11-generic".into(), Match::HipGeneric));
         // The exact object still beats the generic one.
         assert_eq!(chosen(&g, "fill", "gfx1100", SelectOptions::default()), ("gfx1100".into(), Match::Exact));
+    }
+
+    #[test]
+    fn hip_takes_the_generic_object_only_where_the_runtime_loads_it() {
+        let mut m = kiln_default();
+        m.artifacts.push(art("fill", Kind::Hsaco, "gfx10-3-generic"));
+        let on = |v| SelectOptions { hip_runtime: Some(v), ..Default::default() };
+        // Exact first, whatever the runtime.
+        assert_eq!(chosen(&m, "fill", "gfx1030", on((5, 7))), ("gfx1030".into(), Match::Exact));
+        // The family's generic object from ROCm 6.4 on, and where the runtime is not known.
+        for o in [on((6, 4)), on((7, 0)), SelectOptions::default()] {
+            assert_eq!(chosen(&m, "fill", "gfx1031", o), ("gfx10-3-generic".into(), Match::HipGeneric));
+        }
+        // Too old a runtime: an error naming the device, the family's objects and the ROCm needed.
+        let e = m.select_with("fill", &arch("gfx1031"), on((6, 3))).unwrap_err().to_string();
+        assert!(
+            e.contains("module `fill` can run on gfx1031")
+                && e.contains("for gfx1031's family (gfx10-3-generic) this build carries gfx10-3-generic, gfx1030")
+                && e.contains("which the HIP runtime loads from ROCm 6.4 on; this runtime is ROCm 6.3: update ROCm to 6.4 or newer"),
+            "{e}"
+        );
+        // A generic target's CI leg on a member kiln builds for: the generic object first, where it loads.
+        let prefer = |v| SelectOptions { hip_prefer_generic: true, ..on(v) };
+        assert_eq!(chosen(&m, "fill", "gfx1030", prefer((6, 4))), ("gfx10-3-generic".into(), Match::HipGeneric));
+        assert_eq!(chosen(&m, "fill", "gfx1030", prefer((6, 3))), ("gfx1030".into(), Match::Exact));
+        assert_eq!(chosen(&m, "fill", "gfx1100", prefer((7, 0))), ("gfx1100".into(), Match::Exact));
+        // ... unless the sibling opt-in picks the ISA-identical gfx1030.
+        let both = SelectOptions { hip_compat: true, ..on((6, 2)) };
+        assert_eq!(chosen(&m, "fill", "gfx1031", both), ("gfx1030".into(), Match::HipCompat));
+        // A family with no generic object carried: the runtime changes nothing.
+        assert!(m.select_with("fill", &arch("gfx1101"), on((7, 0))).unwrap_err().to_string().contains("gfx10-3-generic, gfx1030, gfx1100, gfx90a"));
     }
 
     #[test]

@@ -39,6 +39,23 @@ fn the_repository_matrix_tests_every_pinned_amd_arch() {
     assert!(m.legs.iter().any(|l| l.arch.name() == "sm_90"), "the H100 leg");
 }
 
+#[test]
+fn a_generic_targets_leg_runs_on_a_member_without_its_own_object_else_on_any_member() {
+    let m = repository_matrix();
+    let names = |arch: &str| {
+        let leg = m.legs.iter().find(|l| l.arch.name() == arch).unwrap_or_else(|| panic!("no {arch} leg"));
+        workflow::runner_gfx(&m, &leg.arch).into_iter().map(|(v, g)| format!("{g}={v}")).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names("gfx10-3-generic"),
+        ["gfx1031=100301", "gfx1032=100302", "gfx1033=100303", "gfx1034=100304", "gfx1035=100305", "gfx1036=100306"]
+    );
+    // Every member carried: any of them, the tests preferring the generic object.
+    assert_eq!(names("gfx12-generic"), ["gfx1200=120000", "gfx1201=120001"]);
+    assert_eq!(names("gfx9-4-generic"), ["gfx942=90402", "gfx950=90500"]);
+    assert_eq!(names("gfx90a"), ["gfx90a=90010"]);
+}
+
 /// `bash -n` on every `run:` script: a syntax error would otherwise first
 /// show on a GPU runner.
 #[test]

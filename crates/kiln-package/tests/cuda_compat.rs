@@ -4,6 +4,8 @@
 //! device the same code, for the pinned targets and for every subset of the
 //! pinned sms a consumer's crate features can leave (each sm is its own crate).
 
+// The template's AMD options (`hip_options`) are checked by kiln-dist's tests/hip_selection.rs.
+#[allow(dead_code)]
 #[path = "../template/main/src/choose.rs"]
 mod choose;
 

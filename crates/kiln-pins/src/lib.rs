@@ -108,6 +108,14 @@ impl Targets {
         let hip = self.hip.iter().cloned().map(Target::Hip);
         hip.chain(self.cuda_ptx.iter().copied().map(Target::Ptx)).chain(self.cuda_sass.iter().copied().map(Target::Sass)).collect()
     }
+
+    /// The code object version `arch`'s objects are built as and validated
+    /// against: the pinned `code_object_version`, raised to the lowest one
+    /// the arch has (kiln-target's `Gfx::min_code_object_version`: 6 for a
+    /// generic target, whose objects exist from v6 on).
+    pub fn code_object_version_for(&self, arch: &HipArch) -> u32 {
+        self.code_object_version.max(arch.row().min_code_object_version())
+    }
 }
 
 #[derive(Clone, Debug)]

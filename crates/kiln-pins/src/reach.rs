@@ -118,10 +118,17 @@ fn hip_compilers(t: &Toolchain) -> Vec<HipCompiler<'_>> {
 }
 
 /// The compiler that builds `arch`: the first pinned clang whose LLVM knows
-/// it (kiln-target's `llvm` column), so that a target the first clang
-/// builds keeps the bytes it always had.
+/// it (kiln-target's `llvm` column) and whose device libraries carry its ISA
+/// bitcode (`device_lib`), so that a target the first clang builds keeps the
+/// bytes it always had.
 fn hip_reach<'a>(t: &'a Toolchain, arch: &HipArch) -> Option<HipCompiler<'a>> {
-    hip_compilers(t).into_iter().find(|c| arch.row().llvm <= c.major)
+    let row = arch.row();
+    hip_compilers(t).into_iter().find(|c| knows(row, c.major) && row.device_lib.is_some_and(|d| d <= c.major))
+}
+
+/// Whether LLVM `major` knows the processor (kiln-target's `llvm` and `llvm_until`).
+fn knows(row: &kiln_target::Gfx, major: u32) -> bool {
+    row.llvm <= major && row.llvm_until.is_none_or(|last| major <= last)
 }
 
 impl Pins {
@@ -147,6 +154,25 @@ pub(crate) fn check_targets(targets: &Targets, t: &Toolchain, what: &str) -> Res
             if hip_reach(t, arch).is_some() {
                 continue;
             }
+            let row = arch.row();
+            // LLVM knows it, but no pinned device library has its bitcode (gfx1250 and rocm-device-libs-21).
+            if let Some(c) = clangs.iter().find(|c| knows(row, c.major)) {
+                let bitcode = format!("oclc_isa_version_{}.bc", arch.as_str().trim_start_matches("gfx"));
+                let libs =
+                    clangs.iter().filter(|c| row.llvm <= c.major).map(|c| format!("{} {}", c.rocm_device_libs.package, c.rocm_device_libs.version));
+                return Err((
+                    format!(
+                        "{what}.hip has {arch}, which {} {} knows, but no pinned ROCm device library has its bitcode: {bitcode} is not in {}",
+                        c.clang.package,
+                        c.clang.version,
+                        libs.collect::<Vec<_>>().join(" nor ")
+                    ),
+                    format!(
+                        "pin device libraries that carry {bitcode} as [toolchain] {} (none in Debian's archive carries it: docs/toolchain.md), or drop the arch",
+                        c.device_libs_role
+                    ),
+                ));
+            }
             let pinned = clangs.iter().map(|c| format!("{} {}", c.clang.package, c.clang.version)).collect::<Vec<_>>();
             let (which, help) = match t.amd_next {
                 None => (
@@ -154,18 +180,15 @@ pub(crate) fn check_targets(targets: &Targets, t: &Toolchain, what: &str) -> Res
                     format!(
                         "pin a clang >= {} and its ROCm device libraries as [toolchain] clang_next and rocm_device_libs_next \
                          (docs/toolchain.md#a-second-amd-toolchain-llvm--20-candidates), or drop the arch",
-                        arch.row().llvm
+                        row.llvm
                     ),
                 ),
                 Some(_) => (
                     format!("the pinned clangs are {}", pinned.join(" and ")),
-                    format!(
-                        "pin a clang_next >= {} (and its rocm_device_libs_next), then `cargo xtask pins update`; or drop the arch",
-                        arch.row().llvm
-                    ),
+                    format!("pin a clang_next >= {} (and its rocm_device_libs_next), then `cargo xtask pins update`; or drop the arch", row.llvm),
                 ),
             };
-            return Err((format!("{what}.hip has {arch}, which LLVM knows from version {} on, but {which}", arch.row().llvm), help));
+            return Err((format!("{what}.hip has {arch}, which LLVM knows from version {} on, but {which}", row.llvm), help));
         }
     }
     for &level in &targets.cuda_ptx {

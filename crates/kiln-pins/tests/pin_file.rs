@@ -37,12 +37,35 @@ fn the_repository_pin_file_is_valid_and_complete() {
     assert_eq!(candle.flags.hip_max_threads_per_block.get("quantized"), Some(&256));
     assert_eq!(
         pins.targets.hip.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
-        ["gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1200", "gfx1201", "gfx90a", "gfx942", "gfx950"]
+        [
+            "gfx1030",
+            "gfx1100",
+            "gfx1101",
+            "gfx1102",
+            "gfx1103",
+            "gfx1150",
+            "gfx1151",
+            "gfx1152",
+            "gfx1153",
+            "gfx1200",
+            "gfx1201",
+            "gfx90a",
+            "gfx942",
+            "gfx950",
+            "gfx10-3-generic",
+            "gfx11-generic",
+            "gfx12-generic",
+            "gfx9-4-generic"
+        ]
     );
     // Each AMD arch is built by the first pinned clang that knows it: clang-17, else clang_next.
     let by = |gfx: &str| pins.hip_compiler(&kiln_pins::HipArch::parse(gfx).unwrap()).clang.package.clone();
     assert_eq!([by("gfx1030"), by("gfx1151"), by("gfx942")], ["clang-17", "clang-17", "clang-17"]);
     assert_eq!([by("gfx1200"), by("gfx1201"), by("gfx950")], ["clang-21", "clang-21", "clang-21"]);
+    assert_eq!([by("gfx1152"), by("gfx1153"), by("gfx11-generic")], ["clang-21", "clang-21", "clang-21"]);
+    // Generic targets' objects are code object v6, every other one the pinned v5.
+    let cov = |gfx: &str| pins.targets.code_object_version_for(&kiln_pins::HipArch::parse(gfx).unwrap());
+    assert_eq!([cov("gfx1030"), cov("gfx950"), cov("gfx10-3-generic"), cov("gfx9-4-generic")], [5, 5, 6, 6]);
     assert_eq!(pins.targets.cuda_ptx[0].ptx(), "compute_70");
     // Blackwell comes from the pinned ptxas, assembled from the highest PTX level.
     let by = |sm| pins.sass_by(&pins.targets, kiln_pins::Sm(sm));
@@ -129,11 +152,11 @@ fn a_target_no_pinned_compiler_reaches_is_refused_naming_both() {
     let without_next = text.replacen(&next, "", 1).replacen(&device_libs, "", 1);
     let e = Pins::parse(Path::new("pins.toml"), &without_next).unwrap_err();
     assert!(
-        e.message.contains("gfx1200") && e.message.contains("LLVM knows from version 18") && e.message.contains("the pinned clang is clang-17"),
+        e.message.contains("gfx1152") && e.message.contains("LLVM knows from version 19") && e.message.contains("the pinned clang is clang-17"),
         "{e}"
     );
     assert!(e.help.as_deref().unwrap_or("").contains("clang_next") && e.help.as_deref().unwrap_or("").contains("docs/toolchain.md"), "{e}");
-    // A clang_next too old for gfx950 (LLVM 20) is refused naming both clangs (the closure, made
+    // A clang_next too old for gfx1153 (LLVM 21) is refused naming both clangs (the closure, made
     // for the real pins, left out: `pins update` resolves from the hand-written part alone).
     let old_next = kiln_pins::without_generated(&text.replacen(
         "package = \"clang-21\", version = \"1:21.1.8-3~bpo13+2\"",
@@ -142,12 +165,20 @@ fn a_target_no_pinned_compiler_reaches_is_refused_naming_both() {
     ));
     let e = Pins::parse(Path::new("pins.toml"), &old_next).unwrap_err();
     assert!(
-        e.message.contains("gfx950")
-            && e.message.contains("from version 20")
+        e.message.contains("gfx1153")
+            && e.message.contains("from version 21")
             && e.message.contains("clang-17 1:17.0.6-22+b2 and clang-19 1:19.1.7-3+b1"),
         "{e}"
     );
-    assert!(e.help.as_deref().unwrap_or("").contains("clang_next >= 20"), "{e}");
+    assert!(e.help.as_deref().unwrap_or("").contains("clang_next >= 21"), "{e}");
+    // gfx1250: clang 21 knows it, but the pinned device libraries lack its bitcode.
+    let e = broken("\"gfx9-4-generic\"]", "\"gfx9-4-generic\", \"gfx1250\"]");
+    assert!(
+        e.message.contains("targets.hip has gfx1250, which clang-21 1:21.1.8-3~bpo13+2 knows, but no pinned ROCm device library has its bitcode")
+            && e.message.contains("oclc_isa_version_1250.bc is not in rocm-device-libs-21"),
+        "{e}"
+    );
+    assert!(e.help.as_deref().unwrap_or("").contains("rocm_device_libs_next") && e.help.as_deref().unwrap_or("").contains("or drop the arch"), "{e}");
     // Half a second compiler is refused.
     let e = broken(&device_libs, "");
     assert!(e.message.contains("clang_next is pinned without rocm_device_libs_next"), "{e}");

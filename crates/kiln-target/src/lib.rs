@@ -48,7 +48,8 @@ pub struct Gfx {
     /// recognised, not called a typo.
     pub mach: Option<u32>,
     /// The LLVM generic target covering it ("Generic Processors"), whose code
-    /// objects ROCm loads on every member.
+    /// objects ROCm loads on every member (from [`GENERIC_ROCM`] on). The same
+    /// map as the HIP runtime's own (clr `hip_fatbin.cpp`, `TargetGenericMap`).
     pub generic: Option<&'static str>,
     /// An ISA-identical sibling whose code object it may run, on opt-in only:
     /// pairs whose generic target lists no restrictions (gfx10-3-generic,
@@ -57,16 +58,32 @@ pub struct Gfx {
     /// has a larger VGPR file than gfx1102).
     pub compat: Option<&'static str>,
     /// The first LLVM major version whose AMDGPU backend knows it (clang's
-    /// `--print-supported-cpus`; checked for clang 17: everything marked 17
-    /// is in its list and nothing else). A pinned clang older than this
-    /// cannot build the target: `cargo xtask pins check` says so.
+    /// `--print-supported-cpus`; checked against both pinned clangs, 17 and
+    /// 21, by kiln-dist's `tests/device_libs.rs`). A pinned clang older than
+    /// this cannot build the target: `cargo xtask pins check` says so.
     pub llvm: u32,
+    /// The last LLVM major that still knows it, where a later one dropped it
+    /// (gfx940 and gfx941, MI300 pre-production parts: known to clang 17, not
+    /// to clang 21). Checked with `llvm` against both pinned clangs by
+    /// kiln-dist's `tests/device_libs.rs`.
+    pub llvm_until: Option<u32>,
     /// The RDNA generation macro candle's quantized kernels (llama.cpp's)
     /// read, which kiln defines on the compile line (`-DRDNA2`, `-DRDNA3`) as
     /// upstream's ROCm backend does (candle PR #3801: `RDNA2` for
     /// gfx1030-gfx1039, `RDNA3` for gfx1100-gfx1299; nothing for RDNA1 and
-    /// GCN/CDNA). See [`Gfx::geometry_defines`].
+    /// GCN/CDNA). See [`Gfx::geometry_defines`]. A generic row carries
+    /// its members' macro (they all share one), so that its code object is
+    /// the same source-level build as each member's.
     pub rdna: Option<&'static str>,
+    /// The first LLVM major whose ROCm device libraries carry the
+    /// processor's ISA bitcode (`oclc_isa_version_<n>.bc`, which every HIP
+    /// compile links); `None` where no release known to kiln does. Equal to
+    /// `llvm` but for gfx1250: clang 21 knows it, rocm-device-libs-21 (the
+    /// only Debian device libraries of LLVM 21) has no `oclc_isa_version_1250.bc`.
+    /// Checked against both pinned device libraries by kiln-dist's
+    /// `tests/device_libs.rs`; `cargo xtask pins check` refuses an arch no
+    /// pinned device library reaches.
+    pub device_lib: Option<u32>,
 }
 
 impl Gfx {
@@ -74,6 +91,24 @@ impl Gfx {
     /// it, but no device reports it.
     pub fn is_generic(&self) -> bool {
         self.name.ends_with("-generic")
+    }
+
+    /// The lowest code object version its code objects can have: 6 for a
+    /// generic target (LLVM AMDGPUUsage, "Generic Processors": generic code
+    /// objects exist from code object v6 on, `EI_ABIVERSION` 4, with the
+    /// generic version in the top byte of `e_flags`), else 4.
+    pub fn min_code_object_version(&self) -> u32 {
+        if self.is_generic() {
+            6
+        } else {
+            4
+        }
+    }
+
+    /// The concrete processors this generic target covers, in table order
+    /// (the rows naming it in their `generic` column); empty for a concrete row.
+    pub fn members(&self) -> Vec<&'static Gfx> {
+        GFX.iter().filter(|g| g.generic == Some(self.name)).collect()
     }
 
     /// Wave64 GCN/CDNA parts versus wave32 RDNA (gfx10+): shuffles and
@@ -105,7 +140,7 @@ impl Gfx {
 }
 
 const fn row(name: &'static str, mach: u32, generic: Option<&'static str>, compat: Option<&'static str>) -> Gfx {
-    Gfx { name, mach: Some(mach), generic, compat, llvm: 17, rdna: None }
+    Gfx { name, mach: Some(mach), generic, compat, llvm: 17, llvm_until: None, rdna: None, device_lib: Some(17) }
 }
 
 /// RDNA2 (gfx103x) and RDNA3 (gfx11xx, and gfx12xx, which upstream's range
@@ -117,13 +152,23 @@ const fn rdna3(gfx: Gfx) -> Gfx {
     Gfx { rdna: Some("RDNA3"), ..gfx }
 }
 
-/// A row that LLVM 17 does not know yet.
+/// A row that LLVM 17 does not know yet (its device libraries come with the same LLVM).
 const fn newer(llvm: u32, gfx: Gfx) -> Gfx {
-    Gfx { llvm, ..gfx }
+    Gfx { llvm, device_lib: Some(llvm), ..gfx }
+}
+
+/// A row that LLVM dropped after major `last`.
+const fn dropped_after(last: u32, gfx: Gfx) -> Gfx {
+    Gfx { llvm_until: Some(last), ..gfx }
+}
+
+/// A row whose ISA bitcode no ROCm device library known to kiln carries.
+const fn no_device_lib(gfx: Gfx) -> Gfx {
+    Gfx { device_lib: None, ..gfx }
 }
 
 const fn old(name: &'static str) -> Gfx {
-    Gfx { name, mach: None, generic: None, compat: None, llvm: 17, rdna: None }
+    Gfx { name, mach: None, generic: None, compat: None, llvm: 17, llvm_until: None, rdna: None, device_lib: None }
 }
 
 const G9: Option<&str> = Some("gfx9-generic");
@@ -136,8 +181,9 @@ const G12: Option<&str> = Some("gfx12-generic");
 /// The AMD table. `rdna2`/`rdna3` rows: the RDNA generation macro of
 /// upstream's ROCm backend (candle PR #3801's kernel build, which takes it
 /// from the device's gcnArchName: gfx1030-gfx1039 `-DRDNA2`, gfx1100-gfx1299
-/// `-DRDNA3`), the same ranges as llama.cpp's HIP build; the generic targets
-/// are not in it (no device reports them) and get none.
+/// `-DRDNA3`), the same ranges as llama.cpp's HIP build; a generic target
+/// gets its members' macro (gfx10-3-generic RDNA2, gfx11-generic and
+/// gfx12-generic RDNA3), gfx9-4-generic none.
 pub const GFX: &[Gfx] = &[
     old("gfx600"),
     old("gfx601"),
@@ -161,8 +207,11 @@ pub const GFX: &[Gfx] = &[
     row("gfx909", 0x31, G9, None),
     row("gfx90a", 0x3f, None, None),
     row("gfx90c", 0x32, G9, None),
-    row("gfx940", 0x40, G94, None),
-    row("gfx941", 0x4b, G94, None),
+    // MI300 pre-production: LLVM 21 no longer knows them, ROCr dropped them
+    // (rocm-systems 13c591d25, 2025-02-19) and clr's generic map
+    // (`TargetGenericMap`) never had them, so no generic family either.
+    dropped_after(20, row("gfx940", 0x40, None, None)),
+    dropped_after(20, row("gfx941", 0x4b, None, None)),
     row("gfx942", 0x4c, G94, None),
     newer(20, row("gfx950", 0x4f, G94, None)),
     row("gfx1010", 0x33, G101, None),
@@ -186,13 +235,59 @@ pub const GFX: &[Gfx] = &[
     newer(21, rdna3(row("gfx1153", 0x58, G11, None))),
     newer(18, rdna3(row("gfx1200", 0x48, G12, None))),
     newer(18, rdna3(row("gfx1201", 0x4e, G12, Some("gfx1200")))),
+    // MI450-class (LLVM 21: `e_flags` 0x49, measured with the pinned clang 21);
+    // no generic family, and no device library yet (see `device_lib`).
+    no_device_lib(newer(21, rdna3(row("gfx1250", 0x49, None, None)))),
     newer(19, row("gfx9-generic", 0x51, None, None)),
     newer(20, row("gfx9-4-generic", 0x5f, None, None)),
     newer(19, row("gfx10-1-generic", 0x52, None, None)),
-    newer(19, row("gfx10-3-generic", 0x53, None, None)),
-    newer(19, row("gfx11-generic", 0x54, None, None)),
-    newer(19, row("gfx12-generic", 0x59, None, None)),
+    newer(19, rdna2(row("gfx10-3-generic", 0x53, None, None))),
+    newer(19, rdna3(row("gfx11-generic", 0x54, None, None))),
+    newer(19, rdna3(row("gfx12-generic", 0x59, None, None))),
 ];
+
+/// A ROCm release, `(major, minor)`: what the HIP runtime reports as its
+/// version (`hipRuntimeGetVersion`: `HIP_VERSION`, major * 10 000 000 +
+/// minor * 100 000 + patch; HIP's version is ROCm's).
+pub type Rocm = (u32, u32);
+
+/// The first ROCm whose runtime loads code objects of an LLVM generic target
+/// (code object v6), alone (`hipModuleLoadData` of the ELF: ROCr decides) or
+/// as a bundle entry (HIP picks it when the bundle has no entry for the
+/// device's own processor). Both halves arrived after ROCm 6.3 was branched:
+///
+/// - ROCr: ROCm 6.2.0 parses code object v6 (ROCR-Runtime a93c18dc, "Support
+///   COV6/Generic Targets", tag rocm-6.2.0) but its loader still compares the
+///   code object's ISA with the agent's for equality (`LoaderContext::
+///   IsaSupportedByAgent` ignores the generic version; the ISA registry has no
+///   generic names, through ROCR-Runtime's last commit of 2024-10-23);
+///   `Isa::IsCompatible` accepts a generic object on its members from
+///   "rocr: Generic ISA targets support" (ROCm/rocm-systems
+///   projects/rocr-runtime, 0c18ff22e, 2024-10-28), gfx9-4-generic from
+///   f32e26493 (2024-12-03); ROCr's library version went to 1.15 (ROCm 6.4)
+///   on 2025-01-27.
+/// - HIP (clr `hipamd/src/hip_fatbin.cpp`, `ExtractFatBinaryUsingCOMGR`):
+///   the device's generic target (`TargetToGeneric`, its `TargetGenericMap`
+///   matching kiln's `generic` column) is asked of the bundle beside the
+///   device's own processor, and used only when there is no entry for the
+///   latter; absent from ROCm/clr's release/rocm-rel-6.3.0.1 and from its
+///   amd-staging of 2024-10-22, present in ROCm/rocm-systems' projects/clr.
+///
+/// ROCm 6.4 is thus the first release that can load them; composable_kernel
+/// moved its CI to generic targets with 6.4.1 ("do not use generic targets
+/// until 6.4.1 release"). Nothing AMD is executed by kiln's tests: this is
+/// read from the sources named, not measured.
+pub const GENERIC_ROCM: Rocm = (6, 4);
+
+/// `HIP_VERSION` as `hipRuntimeGetVersion` reports it (60443483) → (6, 4).
+pub fn rocm_of_hip_version(hip_version: i64) -> Option<Rocm> {
+    if hip_version <= 0 {
+        return None;
+    }
+    let major = hip_version / 10_000_000;
+    let minor = hip_version / 100_000 % 100;
+    (major > 0).then_some((major as u32, minor as u32))
+}
 
 /// The row of `name` (`gfx90a`; target features such as `:xnack-` are not part of a name).
 pub fn gfx(name: &str) -> Option<&'static Gfx> {
@@ -285,12 +380,19 @@ mod tests {
 
     #[test]
     fn rdna_macros_follow_upstreams_ranges() {
-        // candle PR #3801: gfx1030-gfx1039 RDNA2, gfx1100-gfx1299 RDNA3, else none.
+        // candle PR #3801: gfx1030-gfx1039 RDNA2, gfx1100-gfx1299 RDNA3, else none;
+        // a generic target its members' (which must agree).
         for g in GFX {
             let n: Option<u32> = g.name.strip_prefix("gfx").and_then(|d| d.parse().ok());
             let want = match n {
                 Some(1030..=1039) => Some("RDNA2"),
                 Some(1100..=1299) => Some("RDNA3"),
+                _ if g.is_generic() => {
+                    let members = g.members();
+                    assert!(!members.is_empty(), "{} covers no row", g.name);
+                    assert!(members.iter().all(|m| m.rdna == members[0].rdna), "{}'s members disagree on their RDNA macro", g.name);
+                    members[0].rdna
+                }
                 _ => None,
             };
             assert_eq!(g.rdna, want, "{}", g.name);
@@ -318,6 +420,24 @@ mod tests {
         assert_eq!(gfx_by_mach(0x3f).map(|g| g.name), Some("gfx90a"));
         assert!(gfx("gfx90a").unwrap().wave64() && !gfx("gfx1100").unwrap().wave64());
         assert!(!device_gfx().any(|g| g.is_generic()));
+        // Generic targets: code object v6 and up, built by an LLVM no older than any member's.
+        for g in GFX.iter().filter(|g| g.is_generic()) {
+            assert_eq!(g.min_code_object_version(), 6, "{}", g.name);
+            assert!(g.members().iter().all(|m| m.generic == Some(g.name) && m.wave64() == g.wave64()), "{}", g.name);
+        }
+        assert_eq!(gfx("gfx1100").unwrap().min_code_object_version(), 4);
+        assert_eq!(
+            gfx("gfx11-generic").unwrap().members().iter().map(|g| g.name).collect::<Vec<_>>(),
+            ["gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"]
+        );
+        // The one row LLVM knows but no device library does.
+        let no_lib: Vec<&str> = buildable_gfx().filter(|g| g.device_lib != Some(g.llvm)).map(|g| g.name).collect();
+        assert_eq!(no_lib, ["gfx1250"]);
+        assert_eq!(rocm_of_hip_version(60443483), Some((6, 4)));
+        assert_eq!(rocm_of_hip_version(70051831), Some((7, 0)));
+        assert_eq!(rocm_of_hip_version(50731921), Some((5, 7)));
+        assert_eq!(rocm_of_hip_version(0), None);
+        assert!(GENERIC_ROCM > (6, 3) && rocm_of_hip_version(60342134).unwrap() < GENERIC_ROCM);
         assert!(CUDA.windows(2).all(|w| w[0].sm < w[1].sm), "the NVIDIA table is ascending, each sm once");
     }
 

@@ -101,6 +101,34 @@ pub fn read(bytes: &[u8]) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
+/// The entry of `bundle` that the HIP runtime of ROCm `runtime` loads on a
+/// device whose ISA is `device` (its target id, `gfx1031` or
+/// `gfx90a:sramecc+:xnack-`), as clr does it (`hipamd/src/hip_fatbin.cpp`,
+/// `ExtractFatBinaryUsingCOMGR`, with comgr's `lookUpCodeObject` and
+/// `isCompatibleIsaName`): the first HIP entry for the device's own processor
+/// whose features agree (an id without `xnack`/`sramecc` fits either
+/// setting); else, from ROCm [`kiln_target::GENERIC_ROCM`] on (ROCm 5.7 to
+/// 6.3 ask for the device's processor alone), the first entry for its
+/// family's generic target (`TargetToGeneric`: the processor's generic target,
+/// kiln-target's `generic` column, with the device's features re-appended);
+/// else none, which the runtime reports as `hipErrorNoBinaryForGpu`. The order
+/// of the entries never decides between the two.
+pub fn hip_runtime_pick<'a>(entries: &'a [Entry], device: &str, runtime: kiln_manifest::kiln_target::Rocm) -> Option<&'a Entry> {
+    let (processor, features) = split_target_id(device).ok()?;
+    let fits = |e: &&Entry, wanted: &str| {
+        let Some(Ok((p, entry_features))) = e.gfx().map(split_target_id) else { return false };
+        p == wanted && entry_features.iter().all(|f| features.contains(f))
+    };
+    if let Some(native) = entries.iter().find(|e| fits(e, processor)) {
+        return Some(native);
+    }
+    let generic = kiln_manifest::kiln_target::gfx(processor)?.generic?;
+    if runtime < kiln_manifest::kiln_target::GENERIC_ROCM {
+        return None;
+    }
+    entries.iter().find(|e| fits(e, generic))
+}
+
 /// A HIP entry read as a code object.
 #[derive(Clone, Debug)]
 pub struct CodeObject {
@@ -388,6 +416,48 @@ mod tests {
         let e = read(&whole).unwrap();
         assert_eq!(e.iter().map(|e| e.gfx()).collect::<Vec<_>>(), [None, Some("gfx90a")]);
         assert_eq!(e[1].payload(&whole), &[0u8; 8]);
+    }
+
+    #[test]
+    fn generic_objects_are_v6_with_a_generic_version_and_concrete_ones_without() {
+        const GFX11_GENERIC: u32 = 0x54;
+        // As clang 21 writes them: EI_ABIVERSION 4 (v6), generic version 1 in the top byte.
+        let v6 = |e_flags: u32, target: &str| {
+            let mut o = code_object(e_flags, target, &["k"]);
+            o[8] = 4;
+            o
+        };
+        let good = v6(1 << 24 | GFX11_GENERIC, "amdgcn-amd-amdhsa--gfx11-generic");
+        assert_eq!(hsaco::check(&good, "gfx11-generic", GFX11_GENERIC, 6).unwrap().generic_version, 1);
+        let e = err(hsaco::check(&v6(GFX11_GENERIC, "amdgcn-amd-amdhsa--gfx11-generic"), "gfx11-generic", GFX11_GENERIC, 6));
+        assert!(e.contains("gfx11-generic is a generic target, but the code object's e_flags carry no generic version"), "{e}");
+        let e = err(hsaco::check(&v6(1 << 24 | GFX1030, "amdgcn-amd-amdhsa--gfx1030"), "gfx1030", GFX1030, 6));
+        assert!(e.contains("e_flags carry generic version 1, but gfx1030 is a concrete processor"), "{e}");
+        // A generic object of code object v5 does not exist: the version check says so first.
+        let e = err(hsaco::check(&good, "gfx11-generic", GFX11_GENERIC, 5));
+        assert!(e.contains("EI_ABIVERSION is 4 but code object v5 (3) was asked for"), "{e}");
+        // A bundle entry for a generic target is checked against its code object like any other.
+        let b = bundle_of(&[("gfx11-generic", &good)]);
+        verify_with(&b, &[("gfx11-generic", &good)], &|g| (g == "gfx11-generic").then_some(GFX11_GENERIC)).unwrap();
+    }
+
+    #[test]
+    fn the_hip_runtime_takes_the_devices_own_entry_else_its_generic_one_from_rocm_6_4() {
+        let ids = ["gfx1030", "gfx10-3-generic", "gfx90a:xnack-", "gfx9-4-generic"];
+        let entries: Vec<Entry> = std::iter::once(HOST)
+            .map(String::from)
+            .chain(ids.iter().map(|g| format!("hipv4-amdgcn-amd-amdhsa--{g}")))
+            .map(|id| Entry { id, offset: 0, size: 0 })
+            .collect();
+        let pick = |dev: &str, rocm| hip_runtime_pick(&entries, dev, rocm).and_then(|e| e.gfx()).map(String::from);
+        assert_eq!(pick("gfx1030", (5, 7)).as_deref(), Some("gfx1030"));
+        assert_eq!(pick("gfx1031", (6, 4)).as_deref(), Some("gfx10-3-generic"));
+        assert_eq!(pick("gfx1031", (6, 3)), None);
+        // Features: an entry that names one must agree with the device.
+        assert_eq!(pick("gfx90a:sramecc+:xnack-", (5, 7)).as_deref(), Some("gfx90a:xnack-"));
+        assert_eq!(pick("gfx90a:sramecc+:xnack+", (7, 0)), None, "gfx90a has no generic family");
+        assert_eq!(pick("gfx942:sramecc+:xnack-", (6, 4)).as_deref(), Some("gfx9-4-generic"));
+        assert_eq!(pick("gfx1100", (7, 0)), None);
     }
 
     #[test]

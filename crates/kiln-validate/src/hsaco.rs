@@ -16,6 +16,11 @@ const NT_AMDGPU_METADATA: u32 = 32;
 const EF_AMDGPU_MACH: u32 = 0x0ff;
 const EF_AMDGPU_FEATURE_XNACK: u32 = 0x300;
 const EF_AMDGPU_FEATURE_SRAMECC: u32 = 0xc00;
+/// Code object v6+: the generic version of a generic target's object, in the
+/// top byte of `e_flags` (0 for a concrete processor; LLVM's `ELF.h`
+/// `EF_AMDGPU_GENERIC_VERSION`, which ROCr compares with the version its
+/// ISA registry lists, 1 for every family today).
+const EF_AMDGPU_GENERIC_VERSION_OFFSET: u32 = 24;
 
 /// A target feature's setting in `e_flags` (v4+ encoding).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +54,9 @@ pub struct Hsaco {
     pub abi_version: u8,
     pub xnack: Feature,
     pub sramecc: Feature,
+    /// The generic version (`e_flags` >> 24): at least 1 in a generic
+    /// target's object, 0 in a concrete processor's.
+    pub generic_version: u8,
     /// `amdhsa.target`, e.g. `amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`.
     pub target: String,
     /// Sorted by name.
@@ -125,6 +133,7 @@ pub fn read(bytes: &[u8]) -> Result<Hsaco> {
         abi_version: ident.abi_version,
         xnack: Feature::from_bits((flags & EF_AMDGPU_FEATURE_XNACK) >> 8),
         sramecc: Feature::from_bits((flags & EF_AMDGPU_FEATURE_SRAMECC) >> 10),
+        generic_version: (flags >> EF_AMDGPU_GENERIC_VERSION_OFFSET) as u8,
         target,
         kernels,
     })
@@ -143,6 +152,12 @@ pub fn check(bytes: &[u8], arch: &str, mach: u32, code_object_version: u32) -> R
     }
     if !h.target.contains(&format!("--{arch}")) {
         bail!("metadata target `{}` is not for {arch}", h.target);
+    }
+    let generic = kiln_manifest::kiln_target::gfx(arch).is_some_and(|g| g.is_generic());
+    match (generic, h.generic_version) {
+        (true, 0) => bail!("{arch} is a generic target, but the code object's e_flags carry no generic version (ROCm refuses it)"),
+        (false, v) if v != 0 => bail!("e_flags carry generic version {v}, but {arch} is a concrete processor"),
+        _ => {}
     }
     if h.kernels.is_empty() {
         bail!("the code object holds no kernels");

@@ -312,7 +312,10 @@ fn open_shared(backend: Backend, ordinal: usize) -> Result<Shared, String> {
     }
     let open = || DistDir::open(&dist).map_err(|e| format!("opening the dist folder {}: {e}", dist.display()));
     let device = Device::open(backend, ordinal).map_err(|e| format!("opening {} device {ordinal}: {e}", backend.as_str()))?;
-    let store = ModuleStore::new(open()?);
+    let mut options = StoreOptions::from_env();
+    // A generic target's leg (issue 36) tests its family's generic objects on the member it runs on.
+    options.select.hip_prefer_generic = kiln_kernel_tests::gate::generic_leg();
+    let store = ModuleStore::with_options(open()?, options);
     let mut ptx = StoreOptions::from_env();
     ptx.select = SelectOptions { force_ptx: true, ..ptx.select };
     let ptx_store = ModuleStore::with_options(open()?, ptx);

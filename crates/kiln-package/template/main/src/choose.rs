@@ -1,8 +1,17 @@
 //! Which carried code each GPU of the process gets: kiln-target's one rule
-//! (`kiln_target::compat`, the same that `kiln::select` follows); pure, so
-//! kiln's own tests can check the decisions.
+//! (`kiln_target::compat`, the same that `kiln::select` follows), and the
+//! options `kiln::select` chooses AMD code with; pure, so kiln's own tests can
+//! check the decisions.
 
-use kiln_manifest::kiln_target::{cuda_choice, CudaCode};
+use kiln_manifest::kiln_target::{cuda_choice, rocm_of_hip_version, CudaCode};
+use kiln_manifest::SelectOptions;
+
+/// How `kiln::select` chooses for an AMD device: the sibling opt-in, and the
+/// runtime's `HIP_VERSION` (`hipRuntimeGetVersion`), which decides whether a
+/// generic target's code object may be chosen (`None`: not known).
+pub fn hip_options(allow_siblings: bool, hip_version: Option<i64>) -> SelectOptions {
+    SelectOptions { hip_compat: allow_siblings, hip_runtime: hip_version.and_then(rocm_of_hip_version), ..SelectOptions::default() }
+}
 
 /// What one module's image holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,9 +1,11 @@
 //! `Module::hsaco()`: the module's code objects for every gfx arch this crate
-//! was built for, as one clang offload bundle (`hip/bundle/<module>.hipfb`,
-//! in the `hip` part crate). `hipModuleLoadData` reads the bundle and loads
-//! the entry whose arch is the device's; a device whose arch the bundle lacks
-//! gets `hipErrorNoBinaryForGpu` from the runtime (kiln's `kiln::select` says
-//! so before any load).
+//! was built for, the LLVM generic targets' included, as one clang offload
+//! bundle (`hip/bundle/<module>.hipfb`, in the `hip` part crate).
+//! `hipModuleLoadData` reads the bundle and loads the entry whose arch is the
+//! device's, else, from ROCm 6.4 on, the entry of its family's generic target
+//! (the rule `kiln::select` follows); a device it finds neither for gets
+//! `hipErrorNoBinaryForGpu` from the runtime (`kiln::select_on_hip` says so,
+//! naming the ROCm needed, before any load).
 
 use std::sync::OnceLock;
 

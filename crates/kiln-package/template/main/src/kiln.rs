@@ -100,7 +100,10 @@ pub fn chosen_ptx_level() -> &'static str {
 
 /// The best artifact of `module` for a device arch (`sm_90`, `90`, `gfx90a`,
 /// `gfx90a:sramecc+:xnack-`): exact SASS, else the highest PTX at or below
-/// the device; exact HSACO, else an error listing the carried archs.
+/// the device; exact HSACO, else the code object of the device's family's
+/// LLVM generic target (`gfx10-3-generic` for a gfx1031, which needs ROCm 6.4
+/// or newer: [`select_on_hip`] checks the runtime), else an error listing the
+/// carried archs.
 pub fn select(module: &str, device_arch: &str) -> Result<&'static Artifact, Error> {
     select_with(module, device_arch, false)
 }
@@ -108,8 +111,21 @@ pub fn select(module: &str, device_arch: &str) -> Result<&'static Artifact, Erro
 /// Like [`select`]; with `allow_hip_siblings`, an AMD device may use the
 /// code object of an ISA-identical sibling (`compat` in kiln-target's table).
 pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) -> Result<&'static Artifact, Error> {
+    select_by(module, device_arch, crate::choose::hip_options(allow_hip_siblings, None))
+}
+
+/// Like [`select`], for an AMD device on a HIP runtime whose
+/// `hipRuntimeGetVersion` is `hip_version` (`HIP_VERSION`: 60443483 for ROCm
+/// 6.4): a generic target's code object only where that runtime loads it, else
+/// an error naming the device, what this build carries for its family and the
+/// ROCm it needs. `Module::hsaco()`'s bundle gets the same answer from the
+/// runtime itself, but as `hipErrorNoBinaryForGpu`: ask this first.
+pub fn select_on_hip(module: &str, device_arch: &str, hip_version: i64) -> Result<&'static Artifact, Error> {
+    select_by(module, device_arch, crate::choose::hip_options(false, Some(hip_version)))
+}
+
+fn select_by(module: &str, device_arch: &str, opts: kiln_manifest::SelectOptions) -> Result<&'static Artifact, Error> {
     let arch = kiln_manifest::DeviceArch::parse(device_arch).map_err(|e| Error(e.to_string()))?;
-    let opts = kiln_manifest::SelectOptions { hip_compat: allow_hip_siblings, ..Default::default() };
     manifest().select_with(module, &arch, opts).map(|s| s.artifact).map_err(|e| Error(with_feature_hint(e, module, &arch, opts)))
 }
 

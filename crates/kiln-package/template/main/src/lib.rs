@@ -69,9 +69,11 @@ impl Module {
     }
 
     /// The module's AMD code: a clang offload bundle of its code objects for
-    /// every gfx arch this crate was built for, for `hipModuleLoadData` (the
-    /// HIP runtime loads the entry for the device's arch; a device whose arch
-    /// is not in it gets `hipErrorNoBinaryForGpu`). Needs the `hip` feature
+    /// every gfx arch this crate was built for and its families' LLVM generic
+    /// targets, for `hipModuleLoadData` (the HIP runtime loads the entry for
+    /// the device's arch, else from ROCm 6.4 on its family's generic entry; a
+    /// device it finds neither for gets `hipErrorNoBinaryForGpu`, which
+    /// `kiln::select_on_hip` names beforehand). Needs the `hip` feature
     /// (on by default); panics, naming the module, if it is off or the
     /// payload is damaged.
     pub fn hsaco(&self) -> &'static [u8] {
