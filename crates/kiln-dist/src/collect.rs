@@ -233,11 +233,8 @@ pub fn compare_kernel_sets(pins: &Pins, set: &KernelSet, collected: &[Collected]
             for &sm in &targets.cuda_sass {
                 let SassBy::Ptxas { from } = pins.sass_by(targets, sm) else { continue };
                 if let (Some(c), Some(p)) = (of(&sm.sass()), of(&from.ptx())) {
-                    let mut pair = KernelSets::default();
-                    pair.add(&from.ptx(), &p.artifact.kernels);
-                    pair.add(&sm.sass(), &c.artifact.kernels);
                     problems.extend(
-                        pair.differences(&from.ptx(), |_| Rule::Equal)
+                        exactly((&from.ptx(), &p.artifact.kernels), (&sm.sass(), &c.artifact.kernels))
                             .into_iter()
                             .map(|d| format!("set `{}`, module {module}: {d} (assembled from it by ptxas)", set.name)),
                     );
@@ -250,6 +247,15 @@ pub fn compare_kernel_sets(pins: &Pins, set: &KernelSet, collected: &[Collected]
         bail!("kernels differ between targets (a kernel missing on one arch would fail only on that GPU):\n  {}", problems.join("\n  "));
     }
     Ok(())
+}
+
+/// How `target`'s kernels differ from `reference`'s, which it must have
+/// exactly (each a target's name and its kernels): one line per difference.
+fn exactly(reference: (&str, &[String]), target: (&str, &[String])) -> Vec<String> {
+    let mut pair = KernelSets::default();
+    pair.add(reference.0, reference.1);
+    pair.add(target.0, target.1);
+    pair.differences(reference.0, |_| Rule::Equal)
 }
 
 /// A per-target static library's cubins, file by file: a newer sm never has
@@ -273,11 +279,8 @@ fn library_kernel_gaps(pins: &Pins, set: &KernelSet, collected: &[Collected]) ->
             let SassBy::Ptxas { from } = pins.lib_sass_by(lib, sm) else { continue };
             let of = |arch: String| collected.iter().find(|c| c.artifact.module == module && c.artifact.arch == arch);
             if let (Some(c), Some(reference)) = (of(sm.sass()), of(from.sass())) {
-                let mut pair = KernelSets::default();
-                pair.add(&from.sass(), &reference.artifact.kernels);
-                pair.add(&sm.sass(), &c.artifact.kernels);
                 problems.extend(
-                    pair.differences(&from.sass(), |_| Rule::Equal)
+                    exactly((&from.sass(), &reference.artifact.kernels), (&sm.sass(), &c.artifact.kernels))
                         .into_iter()
                         .map(|d| format!("set `{}`, static library file {module}: {d} (both compiled at {})", set.name, from.ptx())),
                 );
