@@ -159,19 +159,12 @@ pub fn build<'a>(
         let mut objects = Vec::new();
         let mut archive = None;
         if let (true, Some(lib)) = (selection.wants_staticlib(set), &set.staticlib) {
-            let (sass, ptx) = selection.staticlib_targets(set);
-            let (jobs, arch) = match lib.kernels {
-                LibKernels::Fat => (selection.object_jobs(plan)?, Arch::Fat { sass, ptx }),
-                LibKernels::PerTarget => {
-                    // The cubins are artifacts like a module's: validated, locked and packaged per sm.
-                    let (objects, cubins) = kiln_build::plan::lib_jobs(plan, pins, &sass)?;
-                    for job in cubins {
-                        modules.push(nodes.len());
-                        nodes.push(Node::command(job));
-                    }
-                    (objects, Arch::Host)
-                }
-            };
+            let crate::select::LibraryJobs { objects: jobs, cubins, archive: arch } = selection.library_jobs(plan, pins)?;
+            // A per-target library's cubins are artifacts like a module's: validated, locked and packaged per sm.
+            for job in cubins {
+                modules.push(nodes.len());
+                nodes.push(Node::command(job));
+            }
             let mut inputs = Vec::new();
             let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
             for job in jobs {

@@ -3,8 +3,18 @@
 //! iterations and tests.
 
 use anyhow::{bail, Result};
-use kiln_build::{plan, Job, JobKind, Plan};
-use kiln_pins::{KernelSet, Pins, SassBy, Sm, Target};
+use kiln_build::{plan, Arch, Job, JobKind, Plan};
+use kiln_pins::{KernelSet, LibKernels, Pins, SassBy, Sm, Target};
+
+/// A static library's compile jobs ([`Selection::library_jobs`]).
+pub struct LibraryJobs {
+    /// What the archive is made of, in archive order.
+    pub objects: Vec<Job>,
+    /// A per-target library's cubins: artifacts like a module's.
+    pub cubins: Vec<Job>,
+    /// The archive's arch.
+    pub archive: Arch,
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
@@ -97,6 +107,21 @@ impl Selection {
         let jobs = plan::object_jobs(plan, &sass, &ptx)?;
         debug_assert!(jobs.iter().all(|j| j.kind == JobKind::Object));
         Ok(jobs)
+    }
+
+    /// The static library's compile jobs for the selection, as its pins say it
+    /// carries its kernels (the one place the dist's graph and `--shard` ask):
+    /// fat objects; or per target, host objects and a cubin per file and sm.
+    pub fn library_jobs(&self, plan: &Plan, pins: &Pins) -> Result<LibraryJobs> {
+        let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
+        let (sass, ptx) = self.staticlib_targets(&plan.set);
+        Ok(match lib.kernels {
+            LibKernels::Fat => LibraryJobs { objects: self.object_jobs(plan)?, cubins: Vec::new(), archive: Arch::Fat { sass, ptx } },
+            LibKernels::PerTarget => {
+                let (objects, cubins) = plan::lib_jobs(plan, pins, &sass)?;
+                LibraryJobs { objects, cubins, archive: Arch::Host }
+            }
+        })
     }
 
     fn archs_text(&self) -> String {

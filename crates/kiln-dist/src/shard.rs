@@ -153,11 +153,14 @@ fn dist_path(job: &Job) -> Option<String> {
 }
 
 /// The compile jobs of `selection` (what shards divide): the module jobs,
-/// then the static library's objects, in plan order.
+/// then the static library's (a per-target library's cubins, then its
+/// objects), in plan order, as the dist's graph has them.
 fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
     let mut jobs = selection.module_jobs(plan, pins)?;
     if selection.wants_staticlib(&plan.set) {
-        jobs.extend(selection.object_jobs(plan)?);
+        let lib = selection.library_jobs(plan, pins)?;
+        jobs.extend(lib.cubins);
+        jobs.extend(lib.objects);
     }
     Ok(jobs)
 }
