@@ -27,7 +27,7 @@ use std::fs;
 use anyhow::{Context, Result};
 use kiln_build::{cuda, Arch, Job, JobKind, Node, Plan, Step, Work};
 use kiln_package::{compress, slices, sources::ToolchainFiles, PAYLOAD_BUDGET};
-use kiln_pins::{HipArch, KernelSet, LibKernels, Pins, Target};
+use kiln_pins::{HipArch, KernelSet, Pins, Target};
 
 use crate::Selection;
 
@@ -212,7 +212,8 @@ pub fn build<'a>(
                 nodes.push(Node::step(zstd(label, Vec::new()), vec![(o, "input".into())]));
             }
             let slices = nodes.len();
-            nodes.push(Node::step(slices_step(plan, objects.len() as u64), inputs));
+            let arch = command(&nodes[archive]).expect("the archive is a compile").arch.clone();
+            nodes.push(Node::step(slices_step(plan, objects.len() as u64, arch), inputs));
             let cudart = *cudart.get_or_insert_with(|| {
                 nodes.push(Node::step(zstd("libcudart_static.a".into(), vec![("input".into(), toolchain.cudart_static.clone())]), Vec::new()));
                 nodes.len() - 1
@@ -256,16 +257,13 @@ fn bundle_step<'a>(module: &str, archs: Vec<String>) -> Step<'a> {
 }
 
 /// The set's static library cut into the link crates' slices, each archived
-/// with the pinned `ar` in the sandbox and compressed.
-fn slices_step(plan: &Plan, cost: u64) -> Step<'_> {
+/// with the pinned `ar` in the sandbox (as the library's archive job, of its
+/// `arch`) and compressed.
+fn slices_step(plan: &Plan, cost: u64, arch: Arch) -> Step<'_> {
     let set = &plan.set;
     let main = set.artifact_crate.as_ref().expect("only a packaged set is sliced").name.clone();
     let lib = set.staticlib.as_ref().expect("only a set with a static library is sliced");
-    let arch = || match lib.kernels {
-        LibKernels::Fat => Arch::Fat { sass: lib.sass.clone(), ptx: lib.ptx.clone() },
-        LibKernels::PerTarget => Arch::Host,
-    };
-    let ar = cuda::archive_job(plan, "<lib>", arch(), &["<members>".to_string()]).argv.join(" ");
+    let ar = cuda::archive_job(plan, "<lib>", arch.clone(), &["<members>".to_string()]).argv.join(" ");
     Step {
         label: format!("slices of lib{}.a", lib.name),
         output: "slices".into(),
@@ -281,7 +279,7 @@ fn slices_step(plan: &Plan, cost: u64) -> Step<'_> {
             };
             let archive = |name: &str, members: Vec<(String, std::path::PathBuf)>| -> Result<std::path::PathBuf> {
                 let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
-                let mut job = cuda::archive_job(plan, name, arch(), &names);
+                let mut job = cuda::archive_job(plan, name, arch.clone(), &names);
                 job.staged = members;
                 let dir = work.join(name);
                 fs::create_dir_all(&dir)?;
