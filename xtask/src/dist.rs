@@ -51,12 +51,14 @@ pub fn run(pins_path: &Path, f: flags::Dist) -> Result<()> {
     let dist = builder.build(&|l| crate::say(l))?;
     setup::report(&dist, lock)?;
     if f.update_costs {
-        let n = kiln_dist::costs::record(&costs_path, &dist.compiled, setup::workers(f.jobs))?;
+        let r = kiln_dist::costs::record(&costs_path, &dist.compiled, &dist.whole, setup::workers(f.jobs))?;
         println!(
-            "{}: {n} of {} jobs measured ({} without a recorded time kept their old figure)",
+            "{}: {} of {} jobs measured ({} without a recorded time kept their old figure), {} entries of jobs in no plan dropped",
             costs_path.display(),
+            r.measured,
             dist.compiled.len(),
-            dist.compiled.len() - n
+            dist.compiled.len() - r.measured,
+            r.dropped.len()
         );
     }
     Ok(())

@@ -203,6 +203,11 @@ fn merge_refuses_parts_that_do_not_make_one_plan_and_names_each_problem() {
 /// pins.toml with kiln's example folder as an opt-in second set: two modules for gfx90a,
 /// compute_80 and sm_90 and a two-object static library (seconds of compiling).
 fn pins_with_example(dir: &Path) -> PathBuf {
+    pins_with_example_library(dir, "sass = [\"sm_90\"]")
+}
+
+/// [`pins_with_example`] with `lib` the static library's targets (and how it carries them).
+fn pins_with_example_library(dir: &Path, lib: &str) -> PathBuf {
     let real = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../pins.toml")).unwrap();
     let at = real.find("\n[targets]").expect("pins.toml has [targets]");
     let example = r#"
@@ -214,7 +219,7 @@ modules = ["scale", "block_sum"]
 [sets.example.staticlib]
 name = "exampleops"
 sources = ["lib/axpy_api.cu", "lib/axpy_kernel.cu"]
-sass = ["sm_90"]
+LIB
 ffi = "ffi.rs"
 
 [sets.example.targets]
@@ -223,7 +228,7 @@ cuda_ptx = ["compute_80"]
 cuda_sass = ["sm_90"]
 "#;
     let path = dir.join("pins-with-example.toml");
-    fs::write(&path, format!("{}\n{example}{}", &real[..at], &real[at..])).unwrap();
+    fs::write(&path, format!("{}\n{}{}", &real[..at], example.replace("LIB", lib), &real[at..])).unwrap();
     path
 }
 
@@ -272,6 +277,66 @@ fn a_set_other_than_the_main_one_is_sharded_and_merged_into_its_own_folder() {
         .output()
         .unwrap();
     assert!(!o.status.success() && text(&o).contains("give at most one --set"), "{}", text(&o));
+}
+
+/// A per-target library whose sm_90 and sm_100 cubins are assembled from
+/// one compute_90 PTX per file: each PTX and the cubins that read it are
+/// one unit, in one part, run there as a graph; the merge is the
+/// single-machine dist byte for byte.
+#[test]
+fn a_library_ptx_and_the_cubins_that_read_it_are_one_shards_and_merge_as_one_machine() {
+    let s = scratch("shards-lib-ptx");
+    let lib = "kernels = \"per-target\"\nsass = [\"sm_90\", \"sm_100\"]\nptx = [\"compute_90\"]";
+    let pins = pins_with_example_library(&s.0, lib);
+    let with_pins = |cache: &Path| {
+        // The pinned newer ptxas (sm_100), unpacked in the real cache, shared like the toolchain.
+        for area in ["wheels", "tools"] {
+            std::os::unix::fs::symlink(real_cache().join(area), cache.join(area)).unwrap();
+        }
+        let mut c = xtask(cache);
+        c.arg("--pins").arg(&pins);
+        c
+    };
+    let parts: Vec<PathBuf> = (1..=3).map(|k| s.0.join(format!("p{k}"))).collect();
+    for (k, part) in parts.iter().enumerate() {
+        let spec = format!("{}/3", k + 1);
+        let o = with_pins(&cache_at(&s.0.join(format!("cache{k}"))))
+            .args(["dist", "--set", "example", "--no-package", "--shard", &spec, "--out"])
+            .arg(part)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "shard {spec}: {}", text(&o));
+    }
+    let jobs: Vec<Vec<String>> = parts.iter().map(|p| jobs_of(p)).collect();
+    let part_of = |job: &str| jobs.iter().position(|j| j.iter().any(|x| x == job)).unwrap_or_else(|| panic!("{job} in no part: {jobs:?}"));
+    for file in ["axpy_api", "axpy_kernel"] {
+        let ptx = format!("lib-ptx compute_90 exampleops/{file}");
+        for sm in ["sm_90", "sm_100"] {
+            assert_eq!(part_of(&format!("cubin {sm} exampleops/{file}")), part_of(&ptx), "{file}, {sm}: {jobs:?}");
+        }
+        // The PTX is part of the part (the merge puts it into the cache), but no artifact of it.
+        let p = &part_json(&parts[part_of(&ptx)]);
+        let record = p["jobs"].as_array().unwrap().iter().find(|j| j["job"] == ptx.as_str()).unwrap();
+        assert!(record["dist_path"].is_null(), "{record}");
+    }
+    assert_eq!(jobs.iter().map(Vec::len).sum::<usize>(), 2 * 3 + 2 + 2 + 4, "{jobs:?}");
+
+    let merged = s.0.join("merged");
+    let refs: Vec<&PathBuf> = parts.iter().collect();
+    let o = with_pins(&cache_at(&s.0.join("cache-merge")))
+        .args(["dist", "merge", "--no-package"])
+        .args(&refs)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let single = s.0.join("single");
+    let o =
+        with_pins(&cache_at(&s.0.join("cache-single"))).args(["dist", "--set", "example", "--no-package", "--out"]).arg(&single).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("2 static-library PTX"), "{}", text(&o));
+    assert_same_tree(&s.0.join("merged-example"), &s.0.join("single-example"));
 }
 
 #[test]

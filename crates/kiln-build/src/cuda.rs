@@ -164,10 +164,13 @@ pub fn arch_list(pins: &kiln_pins::Pins, lib: &StaticLib) -> String {
     levels.iter().map(|l| format!("{l}0")).collect::<Vec<_>>().join("\\,")
 }
 
-/// One cubin of a per-target library: file `file` for `sm`, as the fat
-/// object's device pass for that sm compiles it (same flags, forced headers
-/// and arch list), by nvcc or by the pinned ptxas from the library's PTX.
-/// Its module is `<lib>/<stem>` (`cuda/sm_90/moe/mmq_instance_q4_0.cubin`).
+/// One cubin of a per-target library compiled from source: file `file` for
+/// `sm`, as the fat object's device pass for that sm compiles it (same
+/// flags, forced headers and arch list), by nvcc or, in one job, nvcc to the
+/// library's PTX and the pinned ptxas. Its module is `<lib>/<stem>`
+/// (`cuda/sm_90/moe/mmq_instance_q4_0.cubin`). A cubin whose PTX level the
+/// library compiles anyway ([`lib_ptx_level`]) is assembled from that PTX
+/// job's output instead ([`lib_assembled_cubin_job`]).
 pub fn lib_cubin_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, file: &SourceFile, sm: Sm) -> Result<Job> {
     let module = kiln_manifest::library_file_module(&lib.name, lib_stem(&file.rel));
     let (flags, forced) = per_target_flags(plan, pins, lib)?;
@@ -183,6 +186,82 @@ pub fn lib_cubin_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, file:
         }
         SassBy::Ptxas { from } => assembled_cubin_job(plan, &module, file, sm, from, &flags, inputs),
     }
+}
+
+/// The PTX level that a per-target library's SASS for `sm` is compiled
+/// through, when the library compiles PTX at that level too (its pinned
+/// `ptx`): nvcc's own level for an sm it reaches (`-gencode
+/// arch=compute_90,code=sm_90` is cicc to compute_90 PTX, then ptxas), else
+/// the level the pinned ptxas assembles from ([`kiln_pins::Pins::lib_sass_by`]).
+/// Such an sm's cubin is assembled from that level's one PTX job per file,
+/// which every cubin of the level shares.
+pub fn lib_ptx_level(pins: &kiln_pins::Pins, lib: &StaticLib, sm: Sm) -> Option<Sm> {
+    let level = match pins.lib_sass_by(lib, sm) {
+        SassBy::Nvcc => sm,
+        SassBy::Ptxas { from } => from,
+    };
+    lib.ptx.contains(&level).then_some(level)
+}
+
+/// The PTX of file `file` of a per-target library at `level`, compiled as
+/// the library's cubins are (same flags, forced headers and arch list):
+/// what its cubins of that level are assembled from ([`JobKind::LibPtx`]:
+/// an intermediate, not an artifact). Output `<stem>.ptx`.
+pub fn lib_ptx_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, file: &SourceFile, level: Sm) -> Result<Job> {
+    let stem = lib_stem(&file.rel);
+    let (flags, forced) = per_target_flags(plan, pins, lib)?;
+    let out = Output { arch: Arch::One(Target::Ptx(level)), kind: JobKind::LibPtx, name: format!("{stem}.ptx") };
+    let mut job =
+        nvcc_job(plan, &kiln_manifest::library_file_module(&lib.name, stem), out, &["--ptx"], &flags, file, vec![gencode(level, &level.ptx())])?;
+    job.inputs = plan.scan_forced(file, &forced)?;
+    job.cost = plan.cost(&job.inputs);
+    Ok(job)
+}
+
+/// The cubin for `sm` of a per-target library's file, assembled from the
+/// output of its [`lib_ptx_job`] (`ptx`), which the graph stages into the
+/// job folder under its output name, so the cache key covers its bytes: by
+/// the pinned nvcc's own ptxas where nvcc reaches `sm` (as nvcc itself runs
+/// it, `-arch=sm_XX -m64`: `nvcc -dryrun` of the library's flags), else by the
+/// pinned newer ptxas, staged as for the modules' Blackwell SASS.
+pub fn lib_assembled_cubin_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, ptx: &Job, sm: Sm) -> Result<Job> {
+    let stem = ptx.output.strip_suffix(".ptx").unwrap_or(&ptx.output);
+    let (program, staged) = match pins.lib_sass_by(lib, sm) {
+        SassBy::Nvcc => ("ptxas".to_string(), Vec::new()),
+        SassBy::Ptxas { .. } => {
+            let Some(ptxas) = &plan.ptxas else {
+                anyhow::bail!("{} needs the pinned ptxas ([toolchain].ptxas), which this plan was not given", sm.sass());
+            };
+            (format!("{JOB_DIR}/{PTXAS}"), vec![(PTXAS.to_string(), ptxas.path.clone())])
+        }
+    };
+    let output = format!("{stem}.cubin");
+    Ok(Job {
+        set: plan.set.name.clone(),
+        module: ptx.module.clone(),
+        arch: Arch::One(Target::Sass(sm)),
+        kind: JobKind::Artifact(Kind::Cubin),
+        argv: vec![
+            program,
+            format!("-arch={}", sm.sass()),
+            "-m64".into(),
+            "-o".into(),
+            format!("{JOB_DIR}/{output}"),
+            format!("{JOB_DIR}/{}", ptx.output),
+        ],
+        output,
+        inputs: Vec::new(),
+        staged,
+        mounts: plan.mounts(),
+        cost: ptx.cost / 2,
+    })
+}
+
+/// The command of a job assembled from `ptx`'s output, with the command
+/// that made it first: what made the cubin, as one `sh -c` line (the
+/// provenance record of a shared PTX's cubin).
+pub fn with_its_ptx(ptx: &Job, cubin: &Job) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), format!("set -e; {}; {}", shell_words(&ptx.argv), shell_words(&cubin.argv))]
 }
 
 /// The host object of one file of a per-target library, in one sandboxed

@@ -56,6 +56,11 @@ pub enum JobKind {
     /// A host object of the static library: holding a fatbin, or (per
     /// target) only the tag of its file's cubins.
     Object,
+    /// The PTX of one file of a per-target static library at one level,
+    /// which its cubins of that level's SASS are assembled from: an
+    /// intermediate of the graph (not an artifact, never shipped, not in
+    /// the lock), compiled once and read by every cubin that needs it.
+    LibPtx,
 }
 
 impl JobKind {
@@ -65,12 +70,18 @@ impl JobKind {
         match self {
             JobKind::Artifact(k) => k.as_str(),
             JobKind::Object => "object",
+            JobKind::LibPtx => "lib-ptx",
         }
     }
 
     /// Runs a kernel compiler (what `--no-compile` forbids); the rest only assemble.
     pub fn is_compile(self) -> bool {
-        matches!(self, JobKind::Artifact(Kind::Hsaco | Kind::Ptx | Kind::Cubin) | JobKind::Object)
+        matches!(self, JobKind::Artifact(Kind::Hsaco | Kind::Ptx | Kind::Cubin) | JobKind::Object | JobKind::LibPtx)
+    }
+
+    /// Its output is one of the dist's artifacts (validated, locked, shipped).
+    pub fn is_artifact(self) -> bool {
+        matches!(self, JobKind::Artifact(_))
     }
 }
 
@@ -177,10 +188,15 @@ mod tests {
             JobKind::Object,
             JobKind::Artifact(Kind::Staticlib),
             JobKind::Artifact(Kind::Bundle),
+            JobKind::LibPtx,
         ]
         .into_iter()
         .map(|k| (k.as_str(), k.is_compile()))
         .collect();
-        assert_eq!(names, [("hsaco", true), ("ptx", true), ("cubin", true), ("object", true), ("staticlib", false), ("bundle", false)]);
+        assert_eq!(
+            names,
+            [("hsaco", true), ("ptx", true), ("cubin", true), ("object", true), ("staticlib", false), ("bundle", false), ("lib-ptx", true)]
+        );
+        assert!(!JobKind::LibPtx.is_artifact() && !JobKind::Object.is_artifact() && JobKind::Artifact(Kind::Cubin).is_artifact());
     }
 }

@@ -225,23 +225,58 @@ pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &Target) -> b
     Ok(jobs)
 }
 
-/// The static library's object jobs, in the pinned source order, for the
-/// library's pinned targets narrowed to `sass` and `ptx`.
-/// A per-target static library's jobs for the `sms` selected: per file, its
-/// host object and one cubin per sm (files in archive order).
-pub fn lib_jobs(plan: &Plan, pins: &Pins, sms: &[Sm]) -> Result<(Vec<Job>, Vec<Job>)> {
-    let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
-    let (mut objects, mut cubins) = (Vec::new(), Vec::new());
-    for rel in &lib.sources {
-        let file = plan.file(rel, &format!("static library `{}`", lib.name))?;
-        objects.push(cuda::host_object_job(plan, pins, lib, &file)?);
-        for &sm in sms {
-            cubins.push(cuda::lib_cubin_job(plan, pins, lib, &file, sm)?);
-        }
-    }
-    Ok((objects, cubins))
+/// A per-target static library's compile jobs ([`lib_jobs`]).
+pub struct LibJobs {
+    /// Per file, its host object (archive order).
+    pub objects: Vec<Job>,
+    /// Per file and shared PTX level, the PTX its cubins of that level are
+    /// assembled from ([`cuda::lib_ptx_level`]): intermediates.
+    pub ptx: Vec<Job>,
+    /// Per file and sm, its cubin: an artifact.
+    pub cubins: Vec<LibCubin>,
 }
 
+/// One cubin of a per-target library, and the PTX job it reads, if any.
+pub struct LibCubin {
+    pub job: Job,
+    /// Index into [`LibJobs::ptx`]: that job's output is staged into this
+    /// one's folder under its own name.
+    pub reads: Option<usize>,
+}
+
+/// A per-target static library's jobs for the `sms` selected: per file, its
+/// host object, one PTX per level that a selected sm's SASS shares
+/// ([`cuda::lib_ptx_level`]), and one cubin per sm (files in archive order).
+pub fn lib_jobs(plan: &Plan, pins: &Pins, sms: &[Sm]) -> Result<LibJobs> {
+    let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
+    let mut out = LibJobs { objects: Vec::new(), ptx: Vec::new(), cubins: Vec::new() };
+    for rel in &lib.sources {
+        let file = plan.file(rel, &format!("static library `{}`", lib.name))?;
+        out.objects.push(cuda::host_object_job(plan, pins, lib, &file)?);
+        let mut levels: Vec<(Sm, usize)> = Vec::new();
+        for &sm in sms {
+            let cubin = match cuda::lib_ptx_level(pins, lib, sm) {
+                Some(level) => {
+                    let i = match levels.iter().find(|(l, _)| *l == level) {
+                        Some(&(_, i)) => i,
+                        None => {
+                            out.ptx.push(cuda::lib_ptx_job(plan, pins, lib, &file, level)?);
+                            levels.push((level, out.ptx.len() - 1));
+                            out.ptx.len() - 1
+                        }
+                    };
+                    LibCubin { job: cuda::lib_assembled_cubin_job(plan, pins, lib, &out.ptx[i], sm)?, reads: Some(i) }
+                }
+                None => LibCubin { job: cuda::lib_cubin_job(plan, pins, lib, &file, sm)?, reads: None },
+            };
+            out.cubins.push(cubin);
+        }
+    }
+    Ok(out)
+}
+
+/// The static library's object jobs, in the pinned source order, for the
+/// library's pinned targets narrowed to `sass` and `ptx`.
 pub fn object_jobs(plan: &Plan, sass: &[Sm], ptx: &[Sm]) -> Result<Vec<Job>> {
     let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
     lib.sources

@@ -109,6 +109,10 @@ pub struct Dist {
     /// Every compile job ([`costs::label`]) and the seconds it took where it
     /// was built, if its cache entry recorded them (`--update-costs`).
     pub compiled: Vec<(String, Option<f64>)>,
+    /// The module and static-library names of the sets whose whole plan
+    /// `compiled` is (none when the selection is part of a plan): what
+    /// `--update-costs` may drop entries of ([`costs::Costs::prune`]).
+    pub whole: Vec<String>,
 }
 
 impl<'p> Builder<'p> {
@@ -341,7 +345,8 @@ impl<'p> Builder<'p> {
         if let Some(r) = tools.cache.remote() {
             say(r.summary());
         }
-        Ok(Dist { sets: committed.outcomes, seconds: start.elapsed().as_secs_f64(), compiled: ran.compiled })
+        let whole = if scope.selection.is_all() { scope.sets.iter().flat_map(|s| s.module_names()).collect() } else { Vec::new() };
+        Ok(Dist { sets: committed.outcomes, seconds: start.elapsed().as_secs_f64(), compiled: ran.compiled, whole })
     }
 
     /// Builds shard `spec` of one set (the one [`Builder::only`] names, else
@@ -349,6 +354,13 @@ impl<'p> Builder<'p> {
     /// `<set's dist folder>-part-K-of-N`), for `dist merge` (docs/distributed.md).
     pub fn shard(self, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Result<shard::PartOutcome> {
         shard::run(&self, spec, say)
+    }
+
+    /// What `--shard K/n` plans for this builder's one set from an empty
+    /// cache (`job-costs.toml`'s seconds, this builder's workers per machine):
+    /// nothing is compiled.
+    pub fn shard_plan(&self, n: u32, say: &(dyn Fn(String) + Sync)) -> Result<shard::PlannedWall> {
+        shard::planned(self, n, say)
     }
 
     /// Merges the part folders of the shards of one set into that set's dist

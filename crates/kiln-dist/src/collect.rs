@@ -57,7 +57,7 @@ pub fn dist_path(job: &Job) -> String {
         JobKind::Artifact(Kind::Cubin) => format!("cuda/{}/{}.cubin", job.arch, job.module),
         JobKind::Artifact(Kind::Staticlib) => format!("cuda/lib/{}", job.output),
         JobKind::Artifact(Kind::Bundle) => bundle_path(&job.module),
-        JobKind::Object => unreachable!("objects are intermediate"),
+        JobKind::Object | JobKind::LibPtx => unreachable!("{job}: objects and library PTX are intermediate"),
     }
 }
 

@@ -112,19 +112,47 @@ impl Costs {
         }
         n
     }
+
+    /// Drops every entry of a job that is in no plan: one of a module or
+    /// static library of `whole` (the module names of the sets whose whole
+    /// plan is `planned`, every job label of them) that `planned` lacks.
+    /// Entries of other sets' modules are kept: their plans were not made.
+    /// Returns the labels dropped.
+    pub fn prune(&mut self, whole: &[String], planned: &[String]) -> Vec<String> {
+        let of_whole = |label: &str| {
+            let module = label.splitn(3, ' ').nth(2).unwrap_or("");
+            whole.iter().any(|m| module == m || module.strip_prefix(m.as_str()).is_some_and(|rest| rest.starts_with('/')))
+        };
+        let stale: Vec<String> = self.seconds.keys().filter(|l| of_whole(l) && !planned.contains(l)).cloned().collect();
+        for l in &stale {
+            self.seconds.remove(l);
+        }
+        stale
+    }
+}
+
+/// What `--update-costs` did to the table.
+pub struct Recorded {
+    /// Jobs whose seconds were written.
+    pub measured: usize,
+    /// Entries dropped: jobs in no plan ([`Costs::prune`]).
+    pub dropped: Vec<String>,
 }
 
 /// `--update-costs`: writes the seconds each compile job of `compiled` took
 /// where its cache entry recorded them into the table at `path` (built with
-/// `workers` jobs at once); returns how many were measured.
-pub fn record(path: &Path, compiled: &[(String, Option<f64>)], workers: usize) -> Result<usize> {
+/// `workers` jobs at once), and drops the entries of the sets built whole
+/// (`whole`: their module names) that none of their jobs has.
+pub fn record(path: &Path, compiled: &[(String, Option<f64>)], whole: &[String], workers: usize) -> Result<Recorded> {
     let mut costs = Costs::load(path)?;
     let measured: Vec<(String, f64)> = compiled.iter().filter_map(|(l, s)| s.map(|s| (l.clone(), s))).collect();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let note = format!("seconds per job as each cache entry recorded them; written with -j {workers} on a {cores}-core machine");
     let n = costs.update(measured, &note);
+    let planned: Vec<String> = compiled.iter().map(|(l, _)| l.clone()).collect();
+    let dropped = costs.prune(whole, &planned);
     costs.write(path)?;
-    Ok(n)
+    Ok(Recorded { measured: n, dropped })
 }
 
 #[cfg(test)]
@@ -165,6 +193,48 @@ mod tests {
         ];
         assert_eq!(c.estimate(&jobs), vec![30_000, 25_000, 25_000, UNKNOWN_MS]);
         assert_eq!(c.estimate(&jobs), c.estimate(&jobs), "the same on every call");
+    }
+
+    #[test]
+    fn update_costs_drops_the_entries_of_jobs_in_no_plan_of_the_sets_built_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut c = Costs { schema: 1, ..Default::default() };
+        c.update(
+            [
+                ("object sm_70+sm_90+compute_90 moe/mmq_instance_q8_0".to_string(), 185.3), // candle's old fat object: no longer planned
+                ("cubin sm_90 moe/mmq_instance_q8_0".to_string(), 50.0),
+                ("cubin sm_90 affine".to_string(), 3.0),
+                ("cubin sm_89 affinex".to_string(), 3.0), // another module that merely starts alike
+                ("object sm_80+sm_90 flashattention/flash_api".to_string(), 300.0), // a set not built: kept
+            ],
+            "before",
+        );
+        c.write(&path).unwrap();
+        let compiled = [
+            ("cubin sm_90 moe/mmq_instance_q8_0".to_string(), Some(40.0)),
+            ("lib-ptx compute_90 moe/mmq_instance_q8_0".to_string(), Some(30.0)),
+            ("cubin sm_90 affine".to_string(), None),
+        ];
+        let whole = ["affine".to_string(), "moe".to_string()];
+        let r = record(&path, &compiled, &whole, 2).unwrap();
+        assert_eq!((r.measured, r.dropped), (2, vec!["object sm_70+sm_90+compute_90 moe/mmq_instance_q8_0".to_string()]));
+        let after = Costs::load(&path).unwrap();
+        assert_eq!(
+            after.seconds.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "cubin sm_89 affinex",
+                "cubin sm_90 affine",
+                "cubin sm_90 moe/mmq_instance_q8_0",
+                "lib-ptx compute_90 moe/mmq_instance_q8_0",
+                "object sm_80+sm_90 flashattention/flash_api"
+            ]
+        );
+        assert_eq!(after.seconds["cubin sm_90 affine"], 3.0, "a job without a recorded time keeps its figure");
+        // A run of part of a plan (no set whole) drops nothing.
+        let r = record(&path, &compiled[..1], &[], 2).unwrap();
+        assert!(r.dropped.is_empty());
+        assert_eq!(Costs::load(&path).unwrap().seconds.len(), 5);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! outputs, each starting as soon as what it reads exists:
 //!
 //! ```text
+//! library PTX per file ──► its cubins of that level (sm_90, sm_100, sm_120)
 //! module × target compiles ──► HIP bundle per module (every pinned gfx arch)
 //!        │                          │
 //!        └──────────────┬───────────┘
@@ -42,6 +43,9 @@ pub struct Graph<'a> {
 pub struct SetNodes {
     /// The module compiles (HSACO, PTX, cubin), in plan order.
     pub modules: Vec<usize>,
+    /// A per-target library's PTX, which its cubins read (intermediates:
+    /// no artifact, payload or provenance record of their own).
+    pub intermediates: Vec<usize>,
     /// The static library's archive job.
     pub archive: Option<usize>,
     /// Per module, its HIP bundle.
@@ -85,11 +89,17 @@ impl Graph<'_> {
         let mut out = std::collections::BTreeMap::new();
         for &i in s.modules.iter().chain(&s.archive) {
             let job = self.job(i);
+            // A cubin assembled from a library PTX: that compile and this one, the files the compile read.
+            let from = self.nodes[i].inputs.iter().map(|&(d, _)| &self.nodes[d]).find_map(command).filter(|j| j.kind == JobKind::LibPtx);
+            let (argv, read) = match from {
+                Some(ptx) => (cuda::with_its_ptx(ptx, job), &ptx.inputs),
+                None => (job.argv.clone(), &job.inputs),
+            };
             let mut inputs = Vec::new();
-            for input in &job.inputs {
+            for input in read {
                 inputs.push((input.at.clone(), hashes.of(&input.host)?));
             }
-            out.insert(crate::collect::dist_path(job), kiln_package::provenance::JobRecord { argv: job.argv.clone(), inputs });
+            out.insert(crate::collect::dist_path(job), kiln_package::provenance::JobRecord { argv, inputs });
         }
         Ok(out)
     }
@@ -100,7 +110,11 @@ impl Graph<'_> {
         let modules: usize = self.sets.iter().map(|s| s.modules.len()).sum();
         let archives = self.sets.iter().filter(|s| s.archive.is_some()).count();
         let bundles: usize = self.sets.iter().map(|s| s.bundles.len()).sum();
+        let ptx = self.nodes.iter().filter(|n| command(n).is_some_and(|j| j.kind == JobKind::LibPtx)).count();
         let mut s = format!("{modules} module jobs, {objects} static-library objects");
+        if ptx > 0 {
+            s.push_str(&format!(", {ptx} static-library PTX"));
+        }
         match archives {
             0 => {}
             1 => s.push_str(" and their archive"),
@@ -151,6 +165,7 @@ pub fn build<'a>(
     for plan in plans {
         let set = &plan.set;
         let mut modules = Vec::new();
+        let mut intermediates = Vec::new();
         for job in selection.module_jobs(plan, pins)? {
             modules.push(nodes.len());
             nodes.push(Node::command(job));
@@ -159,11 +174,18 @@ pub fn build<'a>(
         let mut objects = Vec::new();
         let mut archive = None;
         if let (true, Some(lib)) = (selection.wants_staticlib(set), &set.staticlib) {
-            let crate::select::LibraryJobs { objects: jobs, cubins, archive: arch } = selection.library_jobs(plan, pins)?;
-            // A per-target library's cubins are artifacts like a module's: validated, locked and packaged per sm.
-            for job in cubins {
-                modules.push(nodes.len());
+            let crate::select::LibraryJobs { objects: jobs, ptx, cubins, archive: arch } = selection.library_jobs(plan, pins)?;
+            // The PTX its cubins of a level share, first: each cubin reads its file's under the PTX job's output name.
+            let first = nodes.len();
+            for job in ptx {
+                intermediates.push(nodes.len());
                 nodes.push(Node::command(job));
+            }
+            // A per-target library's cubins are artifacts like a module's: validated, locked and packaged per sm.
+            for cubin in cubins {
+                let inputs = cubin.reads.map(|p| (first + p, command(&nodes[first + p]).expect("a PTX job").output.clone())).into_iter().collect();
+                modules.push(nodes.len());
+                nodes.push(Node { work: Work::Command(cubin.job), inputs });
             }
             let mut inputs = Vec::new();
             let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
@@ -222,7 +244,7 @@ pub fn build<'a>(
         } else {
             None
         };
-        sets.push(SetNodes { modules, archive, bundles, package: packaging });
+        sets.push(SetNodes { modules, intermediates, archive, bundles, package: packaging });
     }
     Ok(Graph { nodes, sets })
 }

@@ -148,7 +148,7 @@ fn check_parts<'p>(
     locked: bool,
     lock_name: &str,
     say: &(dyn Fn(String) + Sync),
-) -> Result<Vec<(usize, &'p PartJob)>> {
+) -> Result<Vec<(usize, &'p PartJob, String)>> {
     let n = parts[0].1.shard.n;
     let mut problems = Vec::new();
     // Every job exactly once.
@@ -167,8 +167,18 @@ fn check_parts<'p>(
         }
     }
     let mut chosen: Vec<Option<(usize, &PartJob)>> = vec![None; plan.jobs.len()];
-    for (i, key) in plan.keys.iter().enumerate() {
+    // Per job, its cache recipe: a job that reads others' outputs (jobs before
+    // it) hashes the files the parts hold of them, as the runner did.
+    let mut recipes: Vec<Option<String>> = vec![None; plan.jobs.len()];
+    for i in 0..plan.jobs.len() {
         let label = &plan.labels[i];
+        let output = |d: usize| chosen[d].map(|(p, j): (usize, &PartJob)| Part::file(&parts[p].0, j));
+        let Ok(recipe) = plan.cache_recipe(i, &output) else {
+            // What it reads is missing from the parts: named there.
+            continue;
+        };
+        let key = kiln_build::Job::key(&recipe);
+        recipes[i] = Some(recipe);
         match by_key.remove(key.as_str()).unwrap_or_default().as_slice() {
             [] if given.contains(&assignment[i]) => {
                 problems.push(format!("{label}: missing from the part of shard {}/{n}, which should hold it", assignment[i]))
@@ -223,6 +233,8 @@ fn check_parts<'p>(
                 let Some(lock) = lock_applies else { continue };
                 let (path, table) = match &j.dist_path {
                     Some(path) => (path.clone(), Table::Artifacts),
+                    // A library's PTX is no artifact and not locked: the cubins made of it are.
+                    None if plan.jobs[i].kind == kiln_build::JobKind::LibPtx => continue,
                     None if lock.objects.is_empty() => continue,
                     None => (crate::collect::object_path(&plan.jobs[i]), Table::Objects),
                 };
@@ -239,7 +251,14 @@ fn check_parts<'p>(
     if !problems.is_empty() {
         bail!("{} problem(s) with the parts; nothing was written:\n  {}", problems.len(), problems.join("\n  "));
     }
-    Ok(chosen.into_iter().map(|c| c.expect("checked above: every job is in one part")).collect())
+    Ok(chosen
+        .into_iter()
+        .zip(recipes)
+        .map(|(c, r)| {
+            let (p, j) = c.expect("checked above: every job is in one part");
+            (p, j, r.expect("every job in a part has its recipe"))
+        })
+        .collect())
 }
 
 /// Each job's output into the local cache under its key, from the part that holds it.
@@ -247,14 +266,14 @@ fn import(
     cache: &kiln_toolchain::Cache,
     parts: &[(PathBuf, Part)],
     plan: &ShardPlan,
-    chosen: &[(usize, &PartJob)],
+    chosen: &[(usize, &PartJob, String)],
     say: &(dyn Fn(String) + Sync),
 ) -> Result<()> {
     let store = Store::new(cache);
-    for (i, (p, j)) in chosen.iter().enumerate() {
+    for (i, (p, j, recipe)) in chosen.iter().enumerate() {
         let (dir, part) = &parts[*p];
         let origin = format!("dist part {} (shard {})", dir.display(), part.shard);
-        store.import(&plan.keys[i], &plan.recipes[i], &plan.jobs[i].output, &Part::file(dir, j), &j.sha256, &origin)?;
+        store.import(&kiln_build::Job::key(recipe), recipe, &plan.jobs[i].output, &Part::file(dir, j), &j.sha256, &origin)?;
     }
     for (dir, part) in parts {
         let measured: f64 = part.jobs.iter().filter_map(|j| j.seconds).sum();

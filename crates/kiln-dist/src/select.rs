@@ -3,15 +3,22 @@
 //! iterations and tests.
 
 use anyhow::{bail, Result};
-use kiln_build::{plan, Arch, Job, JobKind, Plan};
+use kiln_build::{
+    plan::{self, LibCubin},
+    Arch, Job, JobKind, Plan,
+};
 use kiln_pins::{KernelSet, LibKernels, Pins, SassBy, Sm, Target};
 
 /// A static library's compile jobs ([`Selection::library_jobs`]).
 pub struct LibraryJobs {
     /// What the archive is made of, in archive order.
     pub objects: Vec<Job>,
-    /// A per-target library's cubins: artifacts like a module's.
-    pub cubins: Vec<Job>,
+    /// A per-target library's PTX that its cubins of a level share
+    /// (intermediates: [`JobKind::LibPtx`]).
+    pub ptx: Vec<Job>,
+    /// A per-target library's cubins: artifacts like a module's, each with
+    /// the index into `ptx` of the job it is assembled from, if any.
+    pub cubins: Vec<LibCubin>,
     /// The archive's arch.
     pub archive: Arch,
 }
@@ -80,11 +87,18 @@ impl Selection {
         plan::module_jobs(plan, pins, &|m, a| self.module(m) && self.arch(a))
     }
 
-    /// Whether a selected sm's SASS comes from the pinned newer ptxas.
+    /// Whether a selected sm's SASS comes from the pinned newer ptxas: a
+    /// module's, or the static library's.
     pub fn needs_ptxas(&self, pins: &Pins, set: &KernelSet) -> bool {
         let modules = set.modules.iter().any(|m| self.module(m));
         let t = &set.targets;
-        modules && t.cuda_sass.iter().any(|&s| self.arch(&Target::Sass(s)) && matches!(pins.sass_by(t, s), SassBy::Ptxas { .. }))
+        let by_ptxas = |by: SassBy| matches!(by, SassBy::Ptxas { .. });
+        let for_modules = modules && t.cuda_sass.iter().any(|&s| self.arch(&Target::Sass(s)) && by_ptxas(pins.sass_by(t, s)));
+        let for_lib = match &set.staticlib {
+            Some(lib) if self.wants_staticlib(set) => self.staticlib_targets(set).0.iter().any(|&s| by_ptxas(pins.lib_sass_by(lib, s))),
+            _ => false,
+        };
+        for_modules || for_lib
     }
 
     /// The set's static library's sms and PTX levels that the selection
@@ -111,15 +125,18 @@ impl Selection {
 
     /// The static library's compile jobs for the selection, as its pins say it
     /// carries its kernels (the one place the dist's graph and `--shard` ask):
-    /// fat objects; or per target, host objects and a cubin per file and sm.
+    /// fat objects; or per target, host objects, a cubin per file and sm, and
+    /// per file the PTX its cubins of one level share.
     pub fn library_jobs(&self, plan: &Plan, pins: &Pins) -> Result<LibraryJobs> {
         let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
         let (sass, ptx) = self.staticlib_targets(&plan.set);
         Ok(match lib.kernels {
-            LibKernels::Fat => LibraryJobs { objects: self.object_jobs(plan)?, cubins: Vec::new(), archive: Arch::Fat { sass, ptx } },
+            LibKernels::Fat => {
+                LibraryJobs { objects: self.object_jobs(plan)?, ptx: Vec::new(), cubins: Vec::new(), archive: Arch::Fat { sass, ptx } }
+            }
             LibKernels::PerTarget => {
-                let (objects, cubins) = plan::lib_jobs(plan, pins, &sass)?;
-                LibraryJobs { objects, cubins, archive: Arch::Host }
+                let plan::LibJobs { objects, ptx, cubins } = plan::lib_jobs(plan, pins, &sass)?;
+                LibraryJobs { objects, ptx, cubins, archive: Arch::Host }
             }
         })
     }

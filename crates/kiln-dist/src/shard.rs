@@ -4,7 +4,9 @@
 //! seconds ([`partition`]: longest job first onto the least-loaded shard,
 //! ties broken by name), from the committed cost table ([`crate::costs`]), so
 //! every machine cuts the same plan the same way without talking to the
-//! others. A shard compiles and validates its jobs and writes a part folder
+//! others. A job that reads another's output (a library cubin assembled from
+//! its file's PTX) is cut with it as one unit of their summed seconds, so a
+//! shard runs both, as a graph. A shard compiles and validates its jobs and writes a part folder
 //! ([`crate::part`]): the outputs and `part.json`, naming the shard and the
 //! plan's identity. The assembling steps (static-library archive, HIP
 //! bundles, manifest, crates) are left to `dist merge`, which needs every part.
@@ -12,7 +14,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use kiln_build::{job::Hashes, run_graph, Job, JobKind, Node, Plan};
+use kiln_build::{job::Hashes, run_graph, Job, JobKind, Node, Plan, Work};
 use kiln_manifest::short;
 use kiln_pins::{KernelSet, Pins};
 use kiln_toolchain::fetch;
@@ -51,6 +53,40 @@ pub fn partition(labels: &[String], cost_ms: &[u64], n: u32) -> Vec<u32> {
     shard
 }
 
+/// [`partition`] of units rather than jobs: jobs joined by `reads` (each
+/// job's inputs, by index) go to one shard, cut as one unit named by its
+/// first job's label, of their summed cost. Returns each job's shard.
+pub fn partition_units(labels: &[String], cost_ms: &[u64], reads: &[Vec<usize>], n: u32) -> Vec<u32> {
+    let unit = units(reads);
+    let mut roots: Vec<usize> = unit.clone();
+    roots.sort_unstable();
+    roots.dedup();
+    let unit_labels: Vec<String> = roots.iter().map(|&r| labels[r].clone()).collect();
+    let unit_cost: Vec<u64> = roots.iter().map(|&r| (0..labels.len()).filter(|&i| unit[i] == r).map(|i| cost_ms[i]).sum()).collect();
+    let shard = partition(&unit_labels, &unit_cost, n);
+    unit.iter().map(|u| shard[roots.binary_search(u).expect("every unit is a root")]).collect()
+}
+
+/// Each job's unit: the lowest index among the jobs it is joined to through
+/// `reads` (either way, transitively).
+pub fn units(reads: &[Vec<usize>]) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..reads.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for (i, r) in reads.iter().enumerate() {
+        for &d in r {
+            let (a, b) = (root(&mut parent, i), root(&mut parent, d));
+            parent[a.max(b)] = a.min(b);
+        }
+    }
+    (0..reads.len()).map(|i| root(&mut parent, i)).collect()
+}
+
 /// The recipe of every job (whose sha256 is the cache key kiln-build's runner uses).
 pub fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
     let hashes = Hashes::default();
@@ -59,7 +95,15 @@ pub fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
 
 /// The identity of the plan `jobs` (with `keys`) of `one`'s selection
 /// (whose sources have `source_sha256`).
-fn identity(one: &OneSet, source_sha256: &str, toolchain: &str, jobs: &[Job], keys: &[String], costs_text: &[u8]) -> Result<PlanIdentity> {
+fn identity(
+    one: &OneSet,
+    source_sha256: &str,
+    toolchain: &str,
+    jobs: &[Job],
+    reads: &[Vec<(usize, String)>],
+    keys: &[String],
+    costs_text: &[u8],
+) -> Result<PlanIdentity> {
     let set = one.set;
     // The main set's plans keep the identity they always had; another set's names itself.
     let set_name = one.output.named();
@@ -92,6 +136,10 @@ fn identity(one: &OneSet, source_sha256: &str, toolchain: &str, jobs: &[Job], ke
     for (j, k) in jobs.iter().zip(keys) {
         text.push_str(&format!("job {} {k}\n", costs::label(j)));
     }
+    for (i, r) in reads.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
+        let names: Vec<String> = r.iter().map(|(d, name)| format!("{name}={}", costs::label(&jobs[*d]))).collect();
+        text.push_str(&format!("reads {} {}\n", costs::label(&jobs[i]), names.join(" ")));
+    }
     Ok(PlanIdentity {
         id: kiln_manifest::sha256_hex(text.as_bytes()),
         set: set_name,
@@ -105,16 +153,25 @@ fn identity(one: &OneSet, source_sha256: &str, toolchain: &str, jobs: &[Job], ke
     })
 }
 
+/// The jobs whose outputs a job reads (index into the plan's jobs) and the
+/// name each is staged under in its job folder.
+pub type Reads = Vec<(usize, String)>;
+
 /// The whole plan as the shards and the merge see it.
 pub struct ShardPlan {
     pub jobs: Vec<Job>,
-    /// How many of `jobs` (the first ones) are module jobs; the rest are static-library objects.
-    pub n_modules: usize,
+    /// Per job, the earlier jobs whose outputs it reads: a library cubin's PTX.
+    pub reads: Vec<Reads>,
+    /// Per job, its recipe: for a job that reads others, without their
+    /// bytes, which only exist once they are built ([`ShardPlan::cache_recipe`]).
     pub recipes: Vec<String>,
+    /// Per job, the sha256 of its recipe: the cache key of a job that reads none.
     pub keys: Vec<String>,
     pub labels: Vec<String>,
     pub cost_ms: Vec<u64>,
     pub identity: PlanIdentity,
+    /// The toolchain identity the recipes name.
+    toolchain: String,
 }
 
 impl ShardPlan {
@@ -122,21 +179,170 @@ impl ShardPlan {
     pub(crate) fn new(one: &OneSet, tools: &Provisioned, planned: &Planned, costs_path: &Path) -> Result<ShardPlan> {
         let costs_text = std::fs::read(costs_path).unwrap_or_default();
         let costs = Costs::load(costs_path)?;
-        let jobs = compile_jobs(&one.selection, &planned.plans[0], one.pins)?;
-        let n_modules = jobs.iter().filter(|j| j.kind != JobKind::Object).count();
+        let (jobs, reads) = compile_jobs(&one.selection, &planned.plans[0], one.pins)?;
         let toolchain = &tools.runner.sysroot().identity;
         let recipes = recipes(&jobs, toolchain)?;
         let keys: Vec<String> = recipes.iter().map(|r| Job::key(r)).collect();
         let labels: Vec<String> = jobs.iter().map(costs::label).collect();
         let cost_ms = costs.estimate(&jobs);
-        let identity = identity(one, &planned.sources[0].sha256, toolchain, &jobs, &keys, &costs_text)?;
-        Ok(ShardPlan { jobs, n_modules, recipes, keys, labels, cost_ms, identity })
+        let identity = identity(one, &planned.sources[0].sha256, toolchain, &jobs, &reads, &keys, &costs_text)?;
+        Ok(ShardPlan { jobs, reads, recipes, keys, labels, cost_ms, identity, toolchain: toolchain.clone() })
     }
 
-    /// Shard number (1..=n) of every job.
+    /// Shard number (1..=n) of every job: a job and those it reads in one.
     pub fn assignment(&self, n: u32) -> Vec<u32> {
-        partition(&self.labels, &self.cost_ms, n)
+        let reads: Vec<Vec<usize>> = self.reads.iter().map(|r| r.iter().map(|(d, _)| *d).collect()).collect();
+        partition_units(&self.labels, &self.cost_ms, &reads, n)
     }
+
+    /// Job `i`'s cache recipe, the runner's, given where the output of each
+    /// job it reads is (`output(j)`): its own recipe with those files staged.
+    pub fn cache_recipe(&self, i: usize, output: &dyn Fn(usize) -> Option<std::path::PathBuf>) -> Result<String> {
+        if self.reads[i].is_empty() {
+            return Ok(self.recipes[i].clone());
+        }
+        let mut job = self.jobs[i].clone();
+        for (d, name) in &self.reads[i] {
+            let path = output(*d).with_context(|| format!("{}: the output of {} it reads is missing", self.labels[i], self.labels[*d]))?;
+            job.staged.push((name.clone(), path));
+        }
+        job.recipe(&self.toolchain, &Hashes::default()).with_context(|| format!("cannot hash the inputs of {}", self.labels[i]))
+    }
+
+    /// Per unit of the plan (a job and the jobs it reads, cut together),
+    /// its first job's label and the summed estimate, longest first.
+    pub fn units(&self) -> Vec<(String, u64)> {
+        let reads: Vec<Vec<usize>> = self.reads.iter().map(|r| r.iter().map(|(d, _)| *d).collect()).collect();
+        let unit = units(&reads);
+        let mut out: Vec<(String, u64)> = Vec::new();
+        for (i, &u) in unit.iter().enumerate() {
+            match out.iter_mut().find(|(l, _)| *l == self.labels[u]) {
+                Some((_, c)) => *c += self.cost_ms[i],
+                None => out.push((self.labels[u].clone(), self.cost_ms[i])),
+            }
+        }
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+}
+
+/// What `--shard K/N` plans for an empty cache, from `job-costs.toml`'s
+/// seconds ([`Builder::shard_plan`]).
+pub struct PlannedWall {
+    /// Every job of the plan, in plan order.
+    pub jobs: Vec<PlannedJob>,
+    /// Σ estimated job seconds of the whole plan, in milliseconds.
+    pub total_ms: u64,
+    /// The longest single job: its label and estimate.
+    pub longest_job: (String, u64),
+    /// The longest unit (a job and those it reads, cut together): its first
+    /// job's label, its Σ and its critical path (its longest chain).
+    pub longest_unit: (String, u64, u64),
+    /// Per shard: its jobs, Σ estimate, and the wall its `workers` plan
+    /// ([`wall`]).
+    pub shards: Vec<(usize, u64, u64)>,
+    pub workers: usize,
+}
+
+impl PlannedWall {
+    /// The planned wall of the whole cut: its slowest shard's.
+    pub fn wall_ms(&self) -> u64 {
+        self.shards.iter().map(|s| s.2).max().unwrap_or(0)
+    }
+}
+
+/// The wall that `workers` take on `jobs` (costs `cost_ms`, each starting once
+/// the jobs it `reads` are done), scheduled as kiln-build's runner does:
+/// among the jobs that can start, the deepest in the graph first, then the
+/// costliest, then the earliest.
+pub fn wall(cost_ms: &[u64], reads: &[Vec<usize>], workers: usize) -> u64 {
+    let n = cost_ms.len();
+    let mut depth = vec![0usize; n];
+    for i in 0..n {
+        for &d in &reads[i] {
+            depth[i] = depth[i].max(depth[d] + 1);
+        }
+    }
+    let mut waiting: Vec<usize> = reads.iter().map(Vec::len).collect();
+    let mut ready: Vec<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
+    let mut running: Vec<(u64, usize)> = Vec::new();
+    let (mut now, mut done) = (0u64, 0usize);
+    while done < n {
+        while running.len() < workers.max(1) && !ready.is_empty() {
+            let (pos, _) = ready.iter().enumerate().max_by_key(|(_, &i)| (depth[i], cost_ms[i], std::cmp::Reverse(i))).expect("not empty");
+            let i = ready.swap_remove(pos);
+            running.push((now + cost_ms[i], i));
+        }
+        let (pos, &(end, i)) = running.iter().enumerate().min_by_key(|(_, r)| **r).expect("a job runs while any is left");
+        running.swap_remove(pos);
+        now = end;
+        done += 1;
+        for (j, r) in reads.iter().enumerate() {
+            if r.contains(&i) {
+                waiting[j] -= 1;
+                if waiting[j] == 0 {
+                    ready.push(j);
+                }
+            }
+        }
+    }
+    now
+}
+
+/// [`Builder::shard_plan`].
+pub(crate) fn planned(b: &Builder, n: u32, say: &(dyn Fn(String) + Sync)) -> Result<PlannedWall> {
+    let one = b.one_set_of_shard()?;
+    let tools = b.provision(&[one.set], &one.selection, None, say)?;
+    let planned = b.plan(&tools, &[one.set], say)?;
+    let plan = ShardPlan::new(&one, &tools, &planned, &b.base.join(costs::FILE_NAME))?;
+    let reads: Vec<Vec<usize>> = plan.reads.iter().map(|r| r.iter().map(|(d, _)| *d).collect()).collect();
+    let longest = (0..plan.jobs.len()).max_by_key(|&i| (plan.cost_ms[i], std::cmp::Reverse(i))).context("the plan has no job")?;
+    let unit = units(&reads);
+    let (label, sum) = plan.units().into_iter().next().context("the plan has no job")?;
+    let root = (0..plan.jobs.len()).find(|&i| plan.labels[i] == label).expect("a unit is named by its first job");
+    let members: Vec<usize> = (0..plan.jobs.len()).filter(|&i| unit[i] == unit[root]).collect();
+    let path = wall(
+        &members.iter().map(|&i| plan.cost_ms[i]).collect::<Vec<_>>(),
+        &members.iter().map(|&i| reads[i].iter().map(|d| members.iter().position(|m| m == d).expect("in the unit")).collect()).collect::<Vec<_>>(),
+        members.len(),
+    );
+    let shard = plan.assignment(n);
+    let shards = (1..=n)
+        .map(|k| {
+            let mine: Vec<usize> = (0..plan.jobs.len()).filter(|&i| shard[i] == k).collect();
+            let local = |d: &usize| mine.iter().position(|m| m == d).expect("a unit is in one shard");
+            let cost: Vec<u64> = mine.iter().map(|&i| plan.cost_ms[i]).collect();
+            let r: Vec<Vec<usize>> = mine.iter().map(|&i| reads[i].iter().map(local).collect()).collect();
+            (mine.len(), cost.iter().sum(), wall(&cost, &r, b.workers))
+        })
+        .collect();
+    let jobs = (0..plan.jobs.len())
+        .map(|i| PlannedJob {
+            label: plan.labels[i].clone(),
+            reads: reads[i].iter().map(|&d| plan.labels[d].clone()).collect(),
+            cost_ms: plan.cost_ms[i],
+            shard: shard[i],
+        })
+        .collect();
+    Ok(PlannedWall {
+        jobs,
+        total_ms: plan.cost_ms.iter().sum(),
+        longest_job: (plan.labels[longest].clone(), plan.cost_ms[longest]),
+        longest_unit: (label, sum, path),
+        shards,
+        workers: b.workers,
+    })
+}
+
+/// One job of a [`PlannedWall`].
+pub struct PlannedJob {
+    pub label: String,
+    /// The labels of the jobs whose outputs it reads.
+    pub reads: Vec<String>,
+    /// Its estimate, in milliseconds.
+    pub cost_ms: u64,
+    /// The shard (1..=n) that builds it.
+    pub shard: u32,
 }
 
 /// What a shard run wrote.
@@ -147,22 +353,32 @@ pub struct PartOutcome {
     pub seconds: f64,
 }
 
-/// Where a module job's artifact goes in the dist folder.
+/// Where an artifact job's output goes in the dist folder (none for an
+/// object or a library PTX).
 fn dist_path(job: &Job) -> Option<String> {
-    (job.kind != JobKind::Object).then(|| collect::dist_path(job))
+    job.kind.is_artifact().then(|| collect::dist_path(job))
 }
 
 /// The compile jobs of `selection` (what shards divide): the module jobs,
-/// then the static library's (a per-target library's cubins, then its
-/// objects), in plan order, as the dist's graph has them.
-fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
+/// then the static library's (a per-target library's PTX, its cubins, then
+/// its objects), in plan order, as the dist's graph has them; and per job,
+/// the jobs it reads (index, staged name).
+fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<(Vec<Job>, Vec<Reads>)> {
     let mut jobs = selection.module_jobs(plan, pins)?;
+    let mut reads = vec![Vec::new(); jobs.len()];
     if selection.wants_staticlib(&plan.set) {
         let lib = selection.library_jobs(plan, pins)?;
-        jobs.extend(lib.cubins);
+        let first = jobs.len();
+        reads.extend(lib.ptx.iter().map(|_| Vec::new()));
+        jobs.extend(lib.ptx);
+        for cubin in lib.cubins {
+            reads.push(cubin.reads.map(|p| (first + p, jobs[first + p].output.clone())).into_iter().collect());
+            jobs.push(cubin.job);
+        }
+        reads.extend(lib.objects.iter().map(|_| Vec::new()));
         jobs.extend(lib.objects);
     }
-    Ok(jobs)
+    Ok((jobs, reads))
 }
 
 /// [`Builder::shard`]: builds shard `spec` of the builder's one set into its
@@ -183,7 +399,8 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
     let jobs: Vec<Job> = mine.iter().map(|&i| plan.jobs[i].clone()).collect();
     let total: u64 = plan.cost_ms.iter().sum();
     let estimated: u64 = mine.iter().map(|&i| plan.cost_ms[i]).sum();
-    let largest = mine.iter().max_by_key(|&&i| plan.cost_ms[i]);
+    let units = plan.units();
+    let largest = units.iter().find(|(l, _)| mine.iter().any(|&i| plan.labels[i] == *l));
     say(format!(
         "shard {spec} of plan {} ({} jobs, ~{:.0} s): {} jobs, ~{:.0} s{}; cache {}",
         short(&plan.identity.id, 12),
@@ -191,22 +408,31 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
         total as f64 / 1e3,
         jobs.len(),
         estimated as f64 / 1e3,
-        largest.map(|&i| format!(", the longest {} (~{:.0} s)", plan.labels[i], plan.cost_ms[i] as f64 / 1e3)).unwrap_or_default(),
+        largest.map(|(l, c)| format!(", the longest {l} (~{:.0} s)", *c as f64 / 1e3)).unwrap_or_default(),
         tools.cache.root().display()
     ));
 
     let run_opts = kiln_build::Options { workers: b.workers, verbose: b.verbose, no_compile: b.no_compile, ..Default::default() };
-    let nodes: Vec<Node> = jobs.iter().cloned().map(Node::command).collect();
+    // The shard's jobs as a graph: a job it reads is its own (one unit), and comes first.
+    let local = |d: usize| mine.iter().position(|&m| m == d).expect("a job and the jobs it reads are in one shard");
+    let nodes: Vec<Node> = mine
+        .iter()
+        .map(|&i| Node {
+            work: Work::Command(plan.jobs[i].clone()),
+            inputs: plan.reads[i].iter().map(|(d, name)| (local(*d), name.clone())).collect(),
+        })
+        .collect();
     let results = run_graph(&tools.runner, &tools.cache, &nodes, &run_opts, say);
     let built: Vec<(Job, kiln_build::Built)> = jobs.iter().cloned().zip(collect::successes(&nodes, results)?).collect();
     for (i, (j, b)) in mine.iter().zip(&built) {
-        if b.key != plan.keys[*i] {
-            bail!("{j}: the runner's cache key {} is not the plan's {}: kiln-build and kiln-dist disagree on the recipe", b.key, plan.keys[*i]);
+        let key = Job::key(&plan.cache_recipe(*i, &|d| Some(built[local(d)].1.path.clone()))?);
+        if b.key != key {
+            bail!("{j}: the runner's cache key {} is not the plan's {key}: kiln-build and kiln-dist disagree on the recipe", b.key);
         }
     }
     // Every module artifact is read back here already: a bad one fails this
     // shard, on the machine that built it, not the merge.
-    let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind != JobKind::Object).cloned().collect();
+    let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind.is_artifact()).cloned().collect();
     let collected = collect::artifacts(&one.set.targets, &modules)?;
     if let Some(lock) = &lock {
         let m = collect::manifest(one.set, one.output.is_main, &planned.sources[0].sha256, tools.toolchain.clone(), &collected);
@@ -287,6 +513,36 @@ mod tests {
         assert_eq!(sorted, (1..=7).collect::<Vec<_>>());
         // More shards than jobs leaves some empty rather than failing.
         assert_eq!(partition(&l[..2], &c[..2], 4), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_unit_is_never_split_and_is_cut_by_its_summed_cost() {
+        // Job 0 (a PTX, 30) is read by 1, 2 and 3 (its cubins, 20 each): one unit of 90.
+        let l = labels(6);
+        let c = vec![30, 20, 20, 20, 50, 40];
+        let reads = vec![vec![], vec![0], vec![0], vec![0], vec![], vec![]];
+        assert_eq!(units(&reads), [0, 0, 0, 0, 4, 5]);
+        for n in 1..=6 {
+            let s = partition_units(&l, &c, &reads, n);
+            assert!(s[1..4].iter().all(|&k| k == s[0]), "{n}: {s:?}");
+            assert!(s.iter().all(|&k| (1..=n).contains(&k)), "{n}: {s:?}");
+        }
+        // As a unit of 90 it goes first, alone; the others share the second shard.
+        assert_eq!(partition_units(&l, &c, &reads, 2), [1, 1, 1, 1, 2, 2]);
+        // Cut as jobs, the PTX and its cubins would have been spread over both.
+        let jobs = partition(&l, &c, 2);
+        assert!(jobs[1..4].iter().any(|&k| k != jobs[0]), "{jobs:?}");
+    }
+
+    #[test]
+    fn the_planned_wall_runs_a_job_after_what_it_reads() {
+        // One worker: everything in turn.
+        assert_eq!(wall(&[30, 20, 20], &[vec![], vec![0], vec![0]], 1), 70);
+        // Two workers: the PTX (30), then its two cubins side by side (20).
+        assert_eq!(wall(&[30, 20, 20], &[vec![], vec![0], vec![0]], 2), 50);
+        // A long independent job runs beside the chain.
+        assert_eq!(wall(&[30, 20, 20, 60], &[vec![], vec![0], vec![0], vec![]], 2), 70);
+        assert_eq!(wall(&[], &[], 2), 0);
     }
 
     #[test]
