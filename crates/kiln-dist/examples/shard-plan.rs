@@ -34,12 +34,15 @@ fn main() -> Result<()> {
         if i == 0 {
             println!("plan: {} jobs, Σ {:.1} s of job time (job-costs.toml)", p.jobs.len(), s(p.total_ms));
             println!("longest job: {} ({:.1} s)", p.longest_job.0, s(p.longest_job.1));
-            println!(
-                "longest unit: {} and the jobs that read it (Σ {:.1} s, critical path {:.1} s)",
-                p.longest_unit.0,
-                s(p.longest_unit.1),
-                s(p.longest_unit.2)
-            );
+            let unit = |u: &kiln_dist::shard::PlannedUnit| {
+                format!("{} ({} jobs, Σ {:.1} s, critical path {:.1} s)", u.label, u.jobs, s(u.sum_ms), s(u.path_ms))
+            };
+            if let Some(u) = p.units.first() {
+                println!("longest unit: {}", unit(u));
+            }
+            if let Some(u) = p.units.iter().find(|u| u.jobs > 1) {
+                println!("longest unit of several jobs (a PTX and the cubins that read it): {}", unit(u));
+            }
         }
         let worst = p.shards.iter().map(|x| x.1).max().unwrap_or(0);
         println!(

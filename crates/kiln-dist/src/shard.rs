@@ -235,13 +235,24 @@ pub struct PlannedWall {
     pub total_ms: u64,
     /// The longest single job: its label and estimate.
     pub longest_job: (String, u64),
-    /// The longest unit (a job and those it reads, cut together): its first
-    /// job's label, its Σ and its critical path (its longest chain).
-    pub longest_unit: (String, u64, u64),
+    /// Every unit of the cut (a job and the jobs it reads or that read it,
+    /// never split), the longest Σ first.
+    pub units: Vec<PlannedUnit>,
     /// Per shard: its jobs, Σ estimate, and the wall its `workers` plan
     /// ([`wall`]).
     pub shards: Vec<(usize, u64, u64)>,
     pub workers: usize,
+}
+
+/// One unit of a [`PlannedWall`].
+pub struct PlannedUnit {
+    /// Its first job's label (a library PTX's, for a PTX and its cubins).
+    pub label: String,
+    pub jobs: usize,
+    /// Σ of its jobs' estimates, in milliseconds.
+    pub sum_ms: u64,
+    /// Its critical path: its longest chain of jobs, each after what it reads.
+    pub path_ms: u64,
 }
 
 impl PlannedWall {
@@ -298,14 +309,19 @@ pub(crate) fn planned(b: &Builder, n: u32, say: &(dyn Fn(String) + Sync)) -> Res
     let reads: Vec<Vec<usize>> = plan.reads.iter().map(|r| r.iter().map(|(d, _)| *d).collect()).collect();
     let longest = (0..plan.jobs.len()).max_by_key(|&i| (plan.cost_ms[i], std::cmp::Reverse(i))).context("the plan has no job")?;
     let unit = units(&reads);
-    let (label, sum) = plan.units().into_iter().next().context("the plan has no job")?;
-    let root = (0..plan.jobs.len()).find(|&i| plan.labels[i] == label).expect("a unit is named by its first job");
-    let members: Vec<usize> = (0..plan.jobs.len()).filter(|&i| unit[i] == unit[root]).collect();
-    let path = wall(
-        &members.iter().map(|&i| plan.cost_ms[i]).collect::<Vec<_>>(),
-        &members.iter().map(|&i| reads[i].iter().map(|d| members.iter().position(|m| m == d).expect("in the unit")).collect()).collect::<Vec<_>>(),
-        members.len(),
-    );
+    let mut planned_units: Vec<PlannedUnit> = plan
+        .units()
+        .into_iter()
+        .map(|(label, sum_ms)| {
+            let root = (0..plan.jobs.len()).find(|&i| plan.labels[i] == label).expect("a unit is named by its first job");
+            let members: Vec<usize> = (0..plan.jobs.len()).filter(|&i| unit[i] == unit[root]).collect();
+            let local = |d: &usize| members.iter().position(|m| m == d).expect("what a job reads is in its unit");
+            let cost: Vec<u64> = members.iter().map(|&i| plan.cost_ms[i]).collect();
+            let r: Vec<Vec<usize>> = members.iter().map(|&i| reads[i].iter().map(local).collect()).collect();
+            PlannedUnit { label, jobs: members.len(), sum_ms, path_ms: wall(&cost, &r, members.len()) }
+        })
+        .collect();
+    planned_units.sort_by(|a, b| b.sum_ms.cmp(&a.sum_ms).then_with(|| a.label.cmp(&b.label)));
     let shard = plan.assignment(n);
     let shards = (1..=n)
         .map(|k| {
@@ -328,7 +344,7 @@ pub(crate) fn planned(b: &Builder, n: u32, say: &(dyn Fn(String) + Sync)) -> Res
         jobs,
         total_ms: plan.cost_ms.iter().sum(),
         longest_job: (plan.labels[longest].clone(), plan.cost_ms[longest]),
-        longest_unit: (label, sum, path),
+        units: planned_units,
         shards,
         workers: b.workers,
     })

@@ -96,7 +96,10 @@ fn each_library_file_has_one_ptx_that_its_sm_90_100_and_120_cubins_read() {
             units += 1;
         }
         assert_eq!(units, 45, "N = {n}");
-        assert!(planned.wall_ms() >= planned.longest_unit.2, "no shard is shorter than the longest unit's path");
+        assert!(planned.wall_ms() >= planned.units[0].path_ms, "no shard is shorter than the longest unit's path");
+        let shared: Vec<_> = planned.units.iter().filter(|u| u.jobs > 1).collect();
+        assert_eq!(shared.len(), 15, "N = {n}");
+        assert!(shared.iter().all(|u| u.jobs == 4 && u.label.starts_with("lib-ptx compute_90 moe/") && u.path_ms < u.sum_ms));
     }
 }
 
