@@ -8,12 +8,18 @@ use kiln_pins::{KernelSet, LibKernels, Pins, SassBy, Sm, Target};
 
 /// A static library's compile jobs ([`Selection::library_jobs`]).
 pub struct LibraryJobs {
-    /// What the archive is made of, in archive order.
-    pub objects: Vec<Job>,
+    /// Per archive (the toolchain's own CPU's first; a per-target library has
+    /// one per host CPU), its arch and what it is made of, in archive order.
+    pub archives: Vec<(Arch, Vec<Job>)>,
     /// A per-target library's cubins: artifacts like a module's.
     pub cubins: Vec<Job>,
-    /// The archive's arch.
-    pub archive: Arch,
+}
+
+impl LibraryJobs {
+    /// Every object job, archive by archive.
+    pub fn objects(&self) -> impl Iterator<Item = &Job> {
+        self.archives.iter().flat_map(|(_, o)| o)
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -111,15 +117,15 @@ impl Selection {
 
     /// The static library's compile jobs for the selection, as its pins say it
     /// carries its kernels (the one place the dist's graph and `--shard` ask):
-    /// fat objects; or per target, host objects and a cubin per file and sm.
+    /// fat objects; or per target, host objects per host CPU and a cubin per file and sm.
     pub fn library_jobs(&self, plan: &Plan, pins: &Pins) -> Result<LibraryJobs> {
         let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
         let (sass, ptx) = self.staticlib_targets(&plan.set);
         Ok(match lib.kernels {
-            LibKernels::Fat => LibraryJobs { objects: self.object_jobs(plan)?, cubins: Vec::new(), archive: Arch::Fat { sass, ptx } },
+            LibKernels::Fat => LibraryJobs { archives: vec![(Arch::Fat { sass, ptx }, self.object_jobs(plan)?)], cubins: Vec::new() },
             LibKernels::PerTarget => {
-                let (objects, cubins) = plan::lib_jobs(plan, pins, &sass)?;
-                LibraryJobs { objects, cubins, archive: Arch::Host }
+                let (hosts, cubins) = plan::lib_jobs(plan, pins, &sass)?;
+                LibraryJobs { archives: hosts.into_iter().map(|h| (Arch::Host(h.host), h.objects)).collect(), cubins }
             }
         })
     }

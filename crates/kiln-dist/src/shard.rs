@@ -153,14 +153,15 @@ fn dist_path(job: &Job) -> Option<String> {
 }
 
 /// The compile jobs of `selection` (what shards divide): the module jobs,
-/// then the static library's (a per-target library's cubins, then its
+/// then the static library's (a per-target library's cubins, then its host CPUs'
 /// objects), in plan order, as the dist's graph has them.
 fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<Vec<Job>> {
     let mut jobs = selection.module_jobs(plan, pins)?;
     if selection.wants_staticlib(&plan.set) {
         let lib = selection.library_jobs(plan, pins)?;
+        let objects: Vec<Job> = lib.objects().cloned().collect();
         jobs.extend(lib.cubins);
-        jobs.extend(lib.objects);
+        jobs.extend(objects);
     }
     Ok(jobs)
 }
