@@ -26,7 +26,7 @@ status=0
 for run in 1 2; do
   mkdir -p "$OUT/run$run"
   for b in fat split; do
-    (cd "$OUT/run$run" && OUT="$OUT/run$run" CUBIN_DIR="$CUBINS" timeout 120 "$C/$b") 2>&1 | log
+    (cd "$OUT/run$run" && OUT="$OUT/run$run" CUBIN_DIR="$CUBINS" timeout 60 "$C/$b") 2>&1 | log
     rc=${PIPESTATUS[0]}
     [ "$rc" = 0 ] || { echo "run $run: $b exited with $rc" | log; status=1; }
   done
