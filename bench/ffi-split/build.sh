@@ -23,12 +23,21 @@
 #            (WORK/runtime-functions.txt: the runtime every object together calls)
 #   cubin    per source and sm: the kernels as a cubin (the library's flags and forced headers,
 #            and the same whole arch list: CUB's kernel names spell it)
-#   ref      upstream's way, for the harness's functions only: fat objects for sm_90
+#   ref      upstream's way: per source, a fat object for sm_90 (all 15: the harness calls
+#            a function of each)
 # Then the harness (bench/ffi-split/harness) twice: `fat` (ref objects + NVIDIA's static
 # runtime from the pinned toolchain) and `split` (host objects + the drop-in's launch.rs);
-# bench/ffi-split/gpu.sh runs both on a GPU host.
+# bench/ffi-split/gpu.sh runs both on a GPU host. The harness calls every function
+# candle-kernels' src/ffi.rs declares and writes each one's outputs to its own file
+# (harness/src/main.rs says what with what; docs/static-library.md lists the families); its
+# build.rs reads that ffi.rs (FFI_RS) and fails, naming the function, when one is not
+# called. After the build, `--list` of both binaries must agree, and a function ffi.rs gates
+# behind a feature upstream's library is built without (candle_launch_moe_align: `cutile`)
+# must be absent from both libraries, or this script fails.
 #
-# Writes WORK/jobs.tsv (job, seconds, bytes, zstd -19 bytes) and WORK/carry/ (what gpu.sh needs).
+# Writes WORK/jobs.tsv (job, seconds, bytes, zstd -19 bytes), WORK/functions.txt (the
+# harness's --list) and WORK/carry/: the two binaries, the cubins (cubins.tar.gz) and gpu.sh,
+# run on a GPU host as `OUT=... bash CARRY/gpu.sh CARRY`.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../lib.sh
@@ -51,7 +60,7 @@ LIB="$(pin sets candle staticlib name)"
 # escaped: nvcc splits option values at unescaped commas).
 LIST="$(printf '%s\n' "${LIB_SASS[@]#sm_}" "${LIB_PTX[@]#compute_}" | sort -nu | paste -sd, | sed 's/,/0\\,/g')0"
 if [ "${FFI_SPLIT_SMS:-sm_90}" = all ]; then SMS=("${LIB_SASS[@]}"); else read -ra SMS <<< "${FFI_SPLIT_SMS:-sm_90}"; fi
-REF_SOURCES=(src/mmvq_gguf.cu src/mmq_gguf/mmq_quantize.cu src/mmq_gguf/mmq_instance_q4_0.cu src/moe/moe_gguf.cu src/moe/moe_wmma.cu)
+REF_SOURCES=("${SOURCES[@]}") # the harness calls a function of every source
 REUSE="${FFI_SPLIT_REUSE:-}"
 have() { [ -n "$REUSE" ] && [ -s "$W/work/$1" ]; }
 
@@ -126,11 +135,33 @@ mkdir -p "$W/lib-split" "$W/lib-fat"
 cp "$W/work/libsplit.a" "$W/lib-split/libffi_under_test.a"
 cp "$W/work/libref.a" "$W/lib-fat/libffi_under_test.a"
 cp "$ROOT/usr/lib/x86_64-linux-gnu/libcudart_static.a" "$W/lib-fat/"
+# The harness declares what candle-kernels' own ffi.rs declares (and its build.rs checks it
+# calls each function).
+export FFI_RS="$SRC/src/ffi.rs"
+t0=$(date +%s)
 (cd "$HERE/harness" && FFI_LIB_DIR="$W/lib-split" CARGO_TARGET_DIR="$W/t-split" cargo build -q --release --features split \
   && FFI_LIB_DIR="$W/lib-fat" CARGO_TARGET_DIR="$W/t-fat" cargo build -q --release --features fat)
+echo "harness: both builds in $(( $(date +%s) - t0 )) s"
+rm -rf "$W/carry" && mkdir -p "$W/carry"
 cp "$W/t-split/release/ffi-split-check" "$W/carry/split"
 cp "$W/t-fat/release/ffi-split-check" "$W/carry/fat"
-cp "$W"/work/*.sm_90.cubin "$W/carry/"
+# The cubins packed (33 MB of them gzip to 9): gpu.sh unpacks them.
+(cd "$W/work" && tar -czf "$W/carry/cubins.tar.gz" $(for rel in "${SOURCES[@]}"; do echo "$(basename "$rel" .cu).sm_90.cubin"; done))
+cp "$HERE/gpu.sh" "$W/carry/" # the carry runs as it was built: OUT=... bash CARRY/gpu.sh CARRY
+"$W/carry/fat" --list > "$W/functions.txt"
+cmp -s "$W/functions.txt" <("$W/carry/split" --list) \
+  || { echo "the fat and split harness builds list different functions" >&2; exit 1; }
+# A function ffi.rs gates behind a feature is skipped only while the library lacks it.
+while read -r name; do
+  for a in "$W/work/libsplit.a" "$W/work/libref.a"; do
+    if nm -g --defined-only "$a" 2> /dev/null | awk '{print $3}' | grep -x "$name" > /dev/null; then
+      echo "$a defines $name, which ffi.rs declares only behind a feature: the harness must call it" >&2
+      exit 1
+    fi
+  done
+done < <(sed -n 's/^# \([A-Za-z0-9_]*\):.*/\1/p' "$W/functions.txt")
+echo "harness: calls all $(grep -vc '^#' "$W/functions.txt") functions of $FFI_RS; not built upstream: $(grep '^#' "$W/functions.txt" | sed 's/^# //' | paste -sd';')"
+echo "carry: $(du -sb "$W/carry" | cut -f1) bytes in $W/carry"
 if [ -z "$DIST" ]; then
   cat "$W"/work/*.runtime | sort -u > "$W/runtime-functions.txt"
   echo "NVIDIA runtime functions the ${#SOURCES[@]} host objects call: $(grep -c . "$W/runtime-functions.txt") ($W/runtime-functions.txt)"

@@ -227,7 +227,12 @@ pub enum PinsAction {
     /// Check the pin file and print a summary.
     Check,
     /// Resolve [toolchain] into the exact package closure and rewrite its generated part.
-    Update,
+    Update {
+        /// Resolve only the cross host compilers ([toolchain.cross.<cpu>]) on top of the closure as it
+        /// stands, which stays byte for byte (and with it the toolchain's identity and every cached job).
+        #[arg(long)]
+        cross_only: bool,
+    },
     /// Print what scripts need from the pin file (bench/lib.sh reads it): each set's source crate,
     /// pinned inputs, targets and crate version; the global targets; the toolchain's compilers,
     /// ptxas wheel and sysroot identity.

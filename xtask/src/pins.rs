@@ -10,7 +10,7 @@ use crate::flags::PinsAction;
 pub fn run(path: &Path, action: PinsAction) -> Result<()> {
     let pins = match action {
         // Resolved from the hand-written part alone: the old closure may contradict a pin just changed.
-        PinsAction::Update => {
+        PinsAction::Update { cross_only: false } => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
             kiln_pins::Pins::parse(path, &kiln_pins::without_generated(&text))?
         }
@@ -33,11 +33,18 @@ pub fn run(path: &Path, action: PinsAction) -> Result<()> {
             }
             Ok(())
         }
-        PinsAction::Update => {
+        PinsAction::Update { cross_only: true } => {
+            let cache = Cache::from_env()?;
+            let closure = pins.closure()?;
+            update_cross(path, &pins, closure, &cache)?;
+            Ok(())
+        }
+        PinsAction::Update { cross_only: false } => {
             let cache = Cache::from_env()?;
             let closure = resolve::resolve(&cache, &pins, &|l| crate::say(l))?;
             let updated =
                 kiln_pins::rewrite(path, |text| kiln_pins::with_closure(text, &closure)).context("the regenerated pin file does not check")?;
+            let updated = update_cross(path, &updated, &closure, &cache)?;
             // The images sit on the toolchain: re-resolve them on the new one, and their Containerfiles.
             if updated.containers.is_some() {
                 let updated = crate::container::update(path, &updated, &cache)?;
@@ -61,4 +68,25 @@ pub fn run(path: &Path, action: PinsAction) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Resolves every `[toolchain.cross.<cpu>]` on top of `closure` and rewrites
+/// their generated closures; returns the pins as written.
+fn update_cross(path: &Path, pins: &kiln_pins::Pins, closure: &kiln_pins::Closure, cache: &Cache) -> Result<kiln_pins::Pins> {
+    let mut resolved = Vec::new();
+    for c in &pins.toolchain.cross {
+        let where_excluded = "pins.toml [toolchain].exclude";
+        let added = resolve::resolve_on_top(cache, pins, &c.include, &pins.toolchain.exclude, where_excluded, closure, &|l| crate::say(l))?;
+        let total: u64 = added.debs.iter().map(|d| d.size).sum();
+        println!(
+            "{}: [toolchain.cross.{}]: {} packages on top of the closure ({:.0} MB), identity {}",
+            path.display(),
+            c.cpu,
+            added.debs.len(),
+            total as f64 / 1e6,
+            sysroot::identity(&added)
+        );
+        resolved.push((c.cpu.clone(), added));
+    }
+    kiln_pins::rewrite(path, |text| kiln_pins::with_cross(text, &resolved)).context("the regenerated pin file does not check")
 }

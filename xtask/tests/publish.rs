@@ -916,6 +916,80 @@ fn a_quick_start_narrowed_to_one_gpu_builds_and_downloads_no_other() {
     assert!(out.contains("Cpu: sum((2x+1)^2) for x in 0..6 = 286"), "{out}");
 }
 
+/// Issue 33, "any host": the quick start narrowed to sm_90 and built for
+/// `aarch64-unknown-linux-gnu` (Debian's cross gcc as the linker, as
+/// docs/consuming.md says) takes the static library's aarch64 part and not the
+/// x86_64 one, links (against aarch64 stand-ins the part's build script makes
+/// with the target's C compiler), and its aarch64 executable runs under
+/// qemu-user: no GPU, so it says so and computes on the CPU. No Arm machine or
+/// Arm GPU is involved: this proves the build and the host code's start, not a
+/// kernel on Arm hardware.
+#[test]
+fn the_quick_start_built_for_aarch64_links_and_runs_under_qemu() {
+    const TARGET: &str = "aarch64-unknown-linux-gnu";
+    let dist = dist();
+    let recs = records(&dist);
+    let tmp = Temp::new("aarch64");
+    let server = registry_with_everything(&tmp.0.join("registry"));
+    let (c, _lock) = Consumer::new("aarch64", &server.index_url());
+    for (tool, install) in [("aarch64-linux-gnu-gcc", "apt-get install gcc-aarch64-linux-gnu"), ("qemu-aarch64", "apt-get install qemu-user")] {
+        let found = c.command("sh", Path::new("/")).args(["-c", &format!("command -v {tool}")]).output().unwrap();
+        assert!(found.status.success(), "{tool} is missing: {install} (.ci/setup installs it)");
+    }
+    let cuda = tmp.0.join("cuda");
+    copy_example("cuda", &cuda);
+    let config_path = cuda.join(".cargo/config.toml");
+    let config = fs::read_to_string(&config_path).unwrap();
+    // As docs/consuming.md's "Any host" says: the target's linker, and its rustflags (which
+    // replace [build]'s, so the GPUs are named here too): candle-core's gemm needs the half
+    // precision instructions every NVIDIA Arm CPU has (Grace, Orin, Thor, GB10).
+    let target = format!(
+        "\n[target.{TARGET}]\nlinker = \"aarch64-linux-gnu-gcc\"\nrustflags = [\"-C\", \"target-feature=+fp16\", \"--cfg\", 'kiln_gpu=\"sm90\"']\n"
+    );
+    fs::write(&config_path, config + &target).unwrap();
+    let build = c
+        .command("cargo", &cuda)
+        .args(["build", "--target", TARGET])
+        .env("CARGO_REGISTRIES_KILN_INDEX", server.index_url())
+        .env_remove("CUDARC_CUDA_VERSION")
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "the quick start did not build for {TARGET} (is its std installed? rustup target add {TARGET}):\n{}",
+        text(&build)
+    );
+    let downloads = kiln_downloads(&c, &recs);
+    assert!(downloads.contains_key("kiln-candle-kernels-ffi-aarch64-0"), "the aarch64 part was not downloaded: {downloads:?}");
+    assert!(!downloads.contains_key("kiln-candle-kernels-ffi-0"), "the x86_64 part was downloaded for an aarch64 build: {downloads:?}");
+    eprintln!("built for {TARGET}, downloaded from kiln's registry: {}", download_summary(&downloads));
+
+    let exe = c.target.join(TARGET).join("debug/quick-start-cuda");
+    let elf = fs::read(&exe).unwrap();
+    assert_eq!(u16::from_le_bytes([elf[18], elf[19]]), 183, "{} is not an aarch64 executable", exe.display());
+    let stubs = fs::read_dir(c.target.join(TARGET).join("debug/build"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("kiln-candle-kernels-ffi-aarch64-0-"))
+        .map(|e| e.path().join("out/kiln-cuda-stubs/run"))
+        .find(|d| d.join("libcuda.so.1").is_file())
+        .expect("the aarch64 part's build script made its stand-ins");
+    let stand_in = fs::read(stubs.join("libcuda.so.1")).unwrap();
+    assert_eq!(u16::from_le_bytes([stand_in[18], stand_in[19]]), 183, "the stand-ins were not made for aarch64");
+    // qemu-user runs the aarch64 program on this machine, with Debian's aarch64 glibc as its root.
+    let run = c
+        .command("qemu-aarch64", &cuda)
+        .args(["-L", "/usr/aarch64-linux-gnu"])
+        .arg(&exe)
+        .env("QEMU_SET_ENV", format!("LD_LIBRARY_PATH={}", stubs.display()))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "the aarch64 quick start failed under qemu:\n{}", text(&run));
+    assert!(out.contains("no CUDA device (") && out.contains("kiln link stand-in"), "{out}");
+    assert!(out.contains("Cpu: sum((2x+1)^2) for x in 0..6 = 286"), "{out}");
+}
+
 /// A `kiln_gpu` value kiln does not carry (a typo, a GPU of a later release)
 /// stops the build in the main crate's build script, naming the value, the
 /// near one it may mean, and every GPU this release carries; nothing is

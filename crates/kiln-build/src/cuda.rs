@@ -7,8 +7,8 @@
 use anyhow::Result;
 use kiln_manifest::Kind;
 use kiln_pins::{SassBy, Sm, StaticLib, Target};
-use kiln_target::host_object;
-use kiln_toolchain::sysroot::JOB_DIR;
+use kiln_target::host_object::{self, Host};
+use kiln_toolchain::{sysroot::JOB_DIR, Mount};
 
 use crate::{
     job::{Arch, Job, JobKind},
@@ -264,28 +264,58 @@ pub fn with_its_ptx(ptx: &Job, cubin: &Job) -> Vec<String> {
     vec!["sh".into(), "-c".into(), format!("set -e; {}; {}", shell_words(&ptx.argv), shell_words(&cubin.argv))]
 }
 
-/// The host object of one file of a per-target library, in one sandboxed
-/// run: nvcc compiles it with one PTX-only device arch (the library's
-/// lowest, unoptimised and thrown away with the fatbin), objcopy renames every call into
-/// NVIDIA's runtime to the crate's own (`kiln_<lib>_cudaLaunchKernel`, ...)
-/// and replaces the fatbin with the file's tag ([`host_object`]).
-pub fn host_object_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, file: &SourceFile) -> Result<Job> {
+/// The host object of one file of a per-target library for `host`, in one
+/// sandboxed run: nvcc compiles it with one PTX-only device arch (the
+/// library's newest, unoptimised and thrown away with the fatbin), objcopy
+/// renames every call into NVIDIA's runtime to the crate's own
+/// (`kiln_<lib>_cudaLaunchKernel`, ...) and replaces the fatbin with the
+/// file's tag ([`host_object`]). For a CPU other than the toolchain's own,
+/// nvcc's host compiler and objcopy are the pinned cross ones
+/// (`[toolchain.cross.<cpu>]`, the plan's [`Plan::cross_root`]), mounted from their own root.
+pub fn host_object_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, file: &SourceFile, host: &'static Host) -> Result<Job> {
     let stem = lib_stem(&file.rel);
     let (flags, forced) = per_target_flags(plan, pins, lib)?;
-    let Some(&floor) = lib.sass.iter().chain(&lib.ptx).min_by_key(|s| s.0) else {
+    // The device pass is the library's newest level: nvcc's host code launches (and
+    // registers) only the kernels its device pass compiled, and an arch gate can drop
+    // kernels below a level (NO_BF16_KERNEL below sm_80, kiln_arch_gates.h). With the
+    // lowest level the bf16 WMMA MoE launchers launched nothing on every GPU (found by
+    // bench/ffi-split on an H200, docs/static-library.md); the newest has every kernel
+    // of every cubin (kiln-dist's kernel-set check: no newer arch has fewer).
+    let Some(top) = lib
+        .sass
+        .iter()
+        .map(|&sm| match pins.lib_sass_by(lib, sm) {
+            SassBy::Nvcc => sm,
+            SassBy::Ptxas { from } => from,
+        })
+        .chain(lib.ptx.iter().copied())
+        .max_by_key(|s| s.0)
+    else {
         anyhow::bail!("static library `{}` has no target", lib.name);
     };
     let compiled = format!("{JOB_DIR}/{stem}.host.o");
     let tag = format!("{JOB_DIR}/{stem}.tag");
     let output = format!("{stem}.o");
+    let mut mounts = plan.mounts();
+    let (env, nvcc_host, objcopy) = if host == host_object::BUILD_HOST {
+        (String::new(), Vec::new(), "objcopy".to_string())
+    } else {
+        let cross = plan.cross_root(host.cpu)?;
+        mounts.push(Mount { host: cross.root.clone(), at: cross.at(), writable: false });
+        let mut nvcc_host = vec!["-ccbin".to_string(), cross.program(&cross.cxx)];
+        nvcc_host.extend(front_end_types(host).iter().map(|d| d.to_string()));
+        (format!("export LD_LIBRARY_PATH={}; ", shell_quote(&cross.library_path())), nvcc_host, cross.program(&format!("{}-objcopy", host.gnu)))
+    };
     // The device pass's PTX is thrown away: unoptimised (`-Xcicc -O0`) it takes a
     // quarter of the time, and the host object comes out the same byte for byte
     // (measured on candle's mmvq_gguf.cu: 52 s to 13 s; docs/static-library.md).
-    let mut nvcc = vec!["nvcc".to_string(), gencode(floor, &floor.ptx()), "-Xcicc".into(), "-O0".into(), "-c".into()];
+    let mut nvcc = vec!["nvcc".to_string()];
+    nvcc.extend(nvcc_host);
+    nvcc.extend([gencode(top, &top.ptx()), "-Xcicc".into(), "-O0".into(), "-c".into()]);
     nvcc.extend(flags);
     nvcc.extend(plan.include_flags());
     nvcc.extend(["-o".into(), compiled.clone(), file.input.at.clone()]);
-    let mut objcopy = vec!["objcopy".to_string()];
+    let mut objcopy = vec![objcopy];
     for name in host_object::RUNTIME_CALLS {
         objcopy.extend(["--redefine-sym".into(), format!("{name}={}", host_object::renamed(&lib.name, name))]);
     }
@@ -293,7 +323,7 @@ pub fn host_object_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, fil
     // The tag's bytes as printf writes them: octal escapes for its NULs.
     let printf: String = host_object::tag(stem).iter().map(|&b| if b == 0 { "\\000".to_string() } else { (b as char).to_string() }).collect();
     let script = format!(
-        "set -e; {}; printf {} > {}; {}; rm {} {}",
+        "set -e; {env}{}; printf {} > {}; {}; rm {} {}",
         shell_words(&nvcc),
         shell_quote(&printf),
         shell_quote(&tag),
@@ -305,15 +335,36 @@ pub fn host_object_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, fil
     Ok(Job {
         set: plan.set.name.clone(),
         module: kiln_manifest::library_file_module(&lib.name, stem),
-        arch: Arch::Host,
+        arch: Arch::Host(host),
         kind: JobKind::Object,
         argv: vec!["sh".into(), "-c".into(), script],
         output,
         cost: plan.cost(&inputs),
         inputs,
         staged: Vec::new(),
-        mounts: plan.mounts(),
+        mounts,
     })
+}
+
+/// Defines nvcc needs to compile host code for `host` with its cross g++.
+/// aarch64: nvcc 12.4's C++ front ends (cudafe++, cicc) do not know GCC's
+/// aarch64 vector builtin types, with which glibc >= 2.39's
+/// `<bits/math-vector.h>` (trixie's 2.41) declares its vector math functions,
+/// so every file that includes `<math.h>` fails (`identifier "__SVBool_t" is
+/// undefined`; CUDA 12.5 and later know them). Each is defined, before any
+/// header, as a pointer to an incomplete type of kiln's: those declarations
+/// still parse, and no code of the library calls them.
+fn front_end_types(host: &Host) -> &'static [&'static str] {
+    match host.cpu {
+        "aarch64" => &[
+            "-D__Float32x4_t=struct __kiln_f32x4 *",
+            "-D__Float64x2_t=struct __kiln_f64x2 *",
+            "-D__SVFloat32_t=struct __kiln_svf32 *",
+            "-D__SVFloat64_t=struct __kiln_svf64 *",
+            "-D__SVBool_t=struct __kiln_svbool *",
+        ],
+        _ => &[],
+    }
 }
 
 /// The static library from its objects, named in archive order (the pinned

@@ -24,26 +24,29 @@ pub enum Arch {
     /// archive of such objects (the static library).
     Fat { sass: Vec<Sm>, ptx: Vec<Sm> },
     /// No GPU target: a per-target static library's host-only objects (the
-    /// kernels are in its cubins), and their archive.
-    Host,
+    /// kernels are in its cubins), and their archive, for one host CPU.
+    Host(&'static kiln_target::host_object::Host),
 }
 
 impl Arch {
     pub fn backend(&self) -> Backend {
         match self {
             Arch::One(t) => t.backend(),
-            Arch::Fat { .. } | Arch::Host => Backend::Cuda,
+            Arch::Fat { .. } | Arch::Host(_) => Backend::Cuda,
         }
     }
 }
 
 impl fmt::Display for Arch {
-    /// `gfx90a`, `compute_80`, `sm_90`, or `sm_80+sm_90+compute_90` for several.
+    /// `gfx90a`, `compute_80`, `sm_90`, or `sm_80+sm_90+compute_90` for several;
+    /// `host` (x86_64) or the CPU (`aarch64`) for host objects.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Arch::One(t) => t.fmt(f),
             Arch::Fat { sass, ptx } => f.write_str(&sass.iter().map(|s| s.sass()).chain(ptx.iter().map(|l| l.ptx())).collect::<Vec<_>>().join("+")),
-            Arch::Host => f.write_str("host"),
+            // The toolchain's own CPU keeps the name every lock and cost file has used.
+            Arch::Host(h) if *h == kiln_target::host_object::BUILD_HOST => f.write_str("host"),
+            Arch::Host(h) => f.write_str(h.cpu),
         }
     }
 }
@@ -137,7 +140,7 @@ impl Job {
     pub fn target(&self) -> Option<&Target> {
         match &self.arch {
             Arch::One(t) => Some(t),
-            Arch::Fat { .. } | Arch::Host => None,
+            Arch::Fat { .. } | Arch::Host(_) => None,
         }
     }
 

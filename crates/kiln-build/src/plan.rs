@@ -42,6 +42,8 @@ pub struct Plan {
     pub inputs: Vec<Tree>,
     /// The set's `-I` roots, in order (inside the sources, or input trees).
     pub search: Vec<Tree>,
+    /// The pinned cross compilers' roots, for host code of other CPUs.
+    pub cross: Vec<kiln_toolchain::sysroot::CrossRoot>,
 }
 
 /// Where a set's pinned input trees are mounted. Under the sandbox's `/tmp`
@@ -70,6 +72,21 @@ impl Plan {
             cuda_headers: None,
             inputs: Vec::new(),
             search: Vec::new(),
+            cross: Vec::new(),
+        }
+    }
+
+    /// The plan with the pinned cross compilers' roots.
+    pub fn with_cross(mut self, cross: Vec<kiln_toolchain::sysroot::CrossRoot>) -> Plan {
+        self.cross = cross;
+        self
+    }
+
+    /// The cross compiler's root for host CPU `cpu`, or an error naming what provides it.
+    pub fn cross_root(&self, cpu: &str) -> Result<&kiln_toolchain::sysroot::CrossRoot> {
+        match self.cross.iter().find(|c| c.cpu == cpu) {
+            Some(c) => Ok(c),
+            None => bail!("host code for {cpu} needs the pinned cross compiler ([toolchain.cross.{cpu}]), which this plan was not given"),
         }
     }
 
@@ -227,8 +244,8 @@ pub fn module_jobs(plan: &Plan, pins: &Pins, wanted: &dyn Fn(&str, &Target) -> b
 
 /// A per-target static library's compile jobs ([`lib_jobs`]).
 pub struct LibJobs {
-    /// Per file, its host object (archive order).
-    pub objects: Vec<Job>,
+    /// Per host CPU, its host objects (files in archive order).
+    pub objects: Vec<LibHost>,
     /// Per file and shared PTX level, the PTX its cubins of that level are
     /// assembled from ([`cuda::lib_ptx_level`]): intermediates.
     pub ptx: Vec<Job>,
@@ -244,15 +261,19 @@ pub struct LibCubin {
     pub reads: Option<usize>,
 }
 
-/// A per-target static library's jobs for the `sms` selected: per file, its
-/// host object, one PTX per level that a selected sm's SASS shares
-/// ([`cuda::lib_ptx_level`]), and one cubin per sm (files in archive order).
+/// A per-target static library's jobs for the `sms` selected: per host CPU
+/// its host objects (files in archive order), per file one PTX per level
+/// that a selected sm's SASS shares ([`cuda::lib_ptx_level`]), and one
+/// cubin per sm.
 pub fn lib_jobs(plan: &Plan, pins: &Pins, sms: &[Sm]) -> Result<LibJobs> {
     let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
-    let mut out = LibJobs { objects: Vec::new(), ptx: Vec::new(), cubins: Vec::new() };
+    let hosts = lib_hosts(lib)?;
+    let mut out = LibJobs { objects: hosts.iter().map(|&host| LibHost { host, objects: Vec::new() }).collect(), ptx: Vec::new(), cubins: Vec::new() };
     for rel in &lib.sources {
         let file = plan.file(rel, &format!("static library `{}`", lib.name))?;
-        out.objects.push(cuda::host_object_job(plan, pins, lib, &file)?);
+        for h in &mut out.objects {
+            h.objects.push(cuda::host_object_job(plan, pins, lib, &file, h.host)?);
+        }
         let mut levels: Vec<(Sm, usize)> = Vec::new();
         for &sm in sms {
             let cubin = match cuda::lib_ptx_level(pins, lib, sm) {
@@ -273,6 +294,22 @@ pub fn lib_jobs(plan: &Plan, pins: &Pins, sms: &[Sm]) -> Result<LibJobs> {
         }
     }
     Ok(out)
+}
+
+/// One host CPU's objects of a per-target static library.
+pub struct LibHost {
+    pub host: &'static kiln_target::host_object::Host,
+    pub objects: Vec<Job>,
+}
+
+/// The host CPUs a static library's host code is built for (its `hosts`), as kiln-target's rows.
+pub fn lib_hosts(lib: &kiln_pins::StaticLib) -> Result<Vec<&'static kiln_target::host_object::Host>> {
+    lib.hosts
+        .iter()
+        .map(|cpu| {
+            kiln_target::host_object::host(cpu).ok_or_else(|| anyhow::anyhow!("static library `{}`: no host CPU `{cpu}` in kiln-target", lib.name))
+        })
+        .collect()
 }
 
 /// The static library's object jobs, in the pinned source order, for the

@@ -436,7 +436,16 @@ impl<'p> Builder<'p> {
             }
         }
         let toolchain = compilers::check(&runner, pins, ptxas.as_ref(), &hip)?;
-        Ok(Provisioned { cache, runner, toolchain, ptxas })
+        // The cross compilers of the static libraries' other host CPUs, where a library is built.
+        let mut cross: Vec<sysroot::CrossRoot> = Vec::new();
+        for set in sets.iter().filter(|s| selection.wants_staticlib(s)) {
+            for cpu in set.staticlib.iter().flat_map(|l| l.cross_hosts()) {
+                if !cross.iter().any(|c| c.cpu == cpu) {
+                    cross.push(sysroot::provision_cross(&cache, pins, cpu, self.workers, say)?);
+                }
+            }
+        }
+        Ok(Provisioned { cache, runner, toolchain, ptxas, cross })
     }
 
     /// Stage 3: each set's verified sources and inputs, and the plan of its jobs over them.
@@ -454,6 +463,7 @@ impl<'p> Builder<'p> {
             if let Some(tool) = &tools.ptxas {
                 plan = plan.with_ptxas(tool.clone());
             }
+            plan = plan.with_cross(tools.cross.clone());
             planned.plans.push(plan);
             planned.sources.push(src);
         }
@@ -517,7 +527,7 @@ impl<'p> Builder<'p> {
             let (set, src, out) = (&plan.set, &planned.sources[i], &scope.outputs[i]);
             let modules: Vec<(Job, kiln_build::Built)> = nodes.modules.iter().map(|&i| (g.job(i).clone(), built[i].clone())).collect();
             let mut collected = collect::artifacts(&set.targets, &modules).with_context(|| format!("set `{}`", set.name))?;
-            if let Some(a) = nodes.archive {
+            for &a in &nodes.archives {
                 collected.push(collect::staticlib(set, &src.root, g.job(a), &built[a])?);
             }
             collect::compare_kernel_sets(self.pins, set, &collected)?;
@@ -658,8 +668,15 @@ impl<'p> Builder<'p> {
         let rec = cache_admin::PlanRecord {
             checkout: self.base.canonicalize().unwrap_or_else(|_| self.base.clone()),
             toolchain: tools.runner.sysroot().identity.clone(),
+            cross: tools.cross.iter().map(|c| c.identity.clone()).collect(),
             sources: planned.sources.iter().filter_map(|s| s.cached.clone()).collect(),
-            debs: self.pins.closure().map(|c| c.debs.iter().map(|d| kiln_toolchain::cache::deb_file(&d.sha256)).collect()).unwrap_or_default(),
+            debs: self
+                .pins
+                .closure()
+                .into_iter()
+                .chain(self.pins.toolchain.cross.iter().filter_map(|c| c.closure.as_ref()))
+                .flat_map(|c| c.debs.iter().map(|d| kiln_toolchain::cache::deb_file(&d.sha256)))
+                .collect(),
             keys: kiln_build::store::touched_keys(),
             packages: package_keys.to_vec(),
         };
@@ -688,14 +705,15 @@ fn payloads(g: &Graph, nodes: &graph::SetNodes, p: &graph::Packaging, built: &[k
         };
         artifacts.insert(path, built[payload].path.clone());
     }
-    package::Payloads { artifacts, slices: built[p.slices].path.clone(), cudart: built[p.cudart].path.clone() }
+    let slices = p.slices.iter().map(|&s| built[s].path.clone()).collect();
+    package::Payloads { artifacts, slices, cudart: built[p.cudart].path.clone() }
 }
 
 /// The sha256 of each static-library object a set's archive was made of,
 /// by the path the lock names it with ([`collect::object_path`]).
 fn objects(g: &Graph, nodes: &graph::SetNodes, built: &[kiln_build::Built]) -> Result<lock::Digests> {
-    let Some(a) = nodes.archive else { return Ok(lock::Digests::new()) };
-    g.nodes[a].inputs.iter().map(|(o, _)| Ok((collect::object_path(g.job(*o)), fetch::sha256_file(&built[*o].path)?))).collect()
+    let inputs = nodes.archives.iter().flat_map(|&a| &g.nodes[a].inputs);
+    inputs.map(|(o, _)| Ok((collect::object_path(g.job(*o)), fetch::sha256_file(&built[*o].path)?))).collect()
 }
 
 /// What a build is of ([`Builder::build`]'s first stage).
@@ -714,6 +732,8 @@ pub(crate) struct Provisioned {
     pub(crate) runner: Runner,
     pub(crate) toolchain: Toolchain,
     ptxas: Option<Tool>,
+    /// The cross compilers' roots (`[toolchain.cross.<cpu>]`) the sets' static libraries need.
+    cross: Vec<sysroot::CrossRoot>,
 }
 
 /// Per set (in the order built), its plan and its verified sources.

@@ -30,6 +30,9 @@ use serde::{Deserialize, Serialize};
 pub struct PlanRecord {
     pub checkout: PathBuf,
     pub toolchain: String,
+    /// The cross compilers' roots (`toolchains/` names) beside the toolchain.
+    #[serde(default)]
+    pub cross: Vec<String>,
     /// `sources/` folder names.
     pub sources: Vec<String>,
     /// `debs/` file names.
@@ -273,7 +276,7 @@ pub fn gc(cache: &Cache) -> Result<Freed> {
     let (keys, packages, debs, sources) = (keep(|r| &r.keys), keep(|r| &r.packages), keep(|r| &r.debs), keep(|r| &r.sources));
     // HIP bundles were kept in `bundles/` before they became store entries: nothing there is used.
     let bundles = BTreeSet::new();
-    let toolchains: BTreeSet<String> = live.iter().map(|r| r.toolchain.clone()).collect();
+    let toolchains: BTreeSet<String> = live.iter().flat_map(|r| std::iter::once(&r.toolchain).chain(&r.cross)).cloned().collect();
     for (key, dir) in entries(cache) {
         if !keys.contains(&key) {
             remove(dir, format!("{}/{}/{key}", cache::OBJECTS, &key[..2]))?;

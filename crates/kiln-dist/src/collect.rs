@@ -55,7 +55,7 @@ pub fn dist_path(job: &Job) -> String {
         JobKind::Artifact(Kind::Hsaco) => format!("hip/{}/{}.hsaco", job.arch, job.module),
         JobKind::Artifact(Kind::Ptx) => format!("cuda/{}/{}.ptx", job.arch, job.module),
         JobKind::Artifact(Kind::Cubin) => format!("cuda/{}/{}.cubin", job.arch, job.module),
-        JobKind::Artifact(Kind::Staticlib) => format!("cuda/lib/{}", job.output),
+        JobKind::Artifact(Kind::Staticlib) => format!("cuda/lib/{}{}", host_folder(&job.arch), job.output),
         JobKind::Artifact(Kind::Bundle) => bundle_path(&job.module),
         JobKind::Object | JobKind::LibPtx => unreachable!("{job}: objects and library PTX are intermediate"),
     }
@@ -65,7 +65,17 @@ pub fn dist_path(job: &Job) -> String {
 /// not a dist file, but what the library is archived from.
 pub fn object_path(job: &Job) -> String {
     debug_assert!(job.kind == JobKind::Object, "{job}: not an object");
-    format!("cuda/lib/{}.o", job.module)
+    format!("cuda/lib/{}{}.o", host_folder(&job.arch), job.module)
+}
+
+/// The folder below `cuda/lib/` of a static library's host code for a CPU
+/// other than the toolchain's own (`aarch64/`); none for the toolchain's own,
+/// whose paths are those of every earlier dist.
+fn host_folder(arch: &Arch) -> String {
+    match arch {
+        Arch::Host(h) if *h != kiln_manifest::kiln_target::host_object::BUILD_HOST => format!("{}/", h.cpu),
+        _ => String::new(),
+    }
 }
 
 /// Where a module's HIP bundle goes.
@@ -176,7 +186,7 @@ pub fn staticlib(set: &KernelSet, src_root: &Path, job: &Job, built: &Built) -> 
             let ptx: Vec<u32> = ptx.iter().map(|l| l.0).collect();
             ar::check(&bytes, &levels, &ptx, &required)
         }
-        Arch::Host => ar::check_host(&bytes, lib, &required),
+        Arch::Host(h) => ar::check_host(&bytes, lib, &required, h),
         Arch::One(_) => unreachable!("{job}: not the static library"),
     };
     let a = a.with_context(|| format!("set `{}`: static library lib{lib}.a ({}) failed validation", set.name, job.arch))?;

@@ -25,7 +25,7 @@
 
 use std::fs;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use kiln_build::{cuda, Arch, Job, JobKind, Node, Plan, Step, Work};
 use kiln_package::{compress, slices, sources::ToolchainFiles, PAYLOAD_BUDGET};
 use kiln_pins::{HipArch, KernelSet, Pins, Target};
@@ -46,8 +46,9 @@ pub struct SetNodes {
     /// A per-target library's PTX, which its cubins read (intermediates:
     /// no artifact, payload or provenance record of their own).
     pub intermediates: Vec<usize>,
-    /// The static library's archive job.
-    pub archive: Option<usize>,
+    /// The static library's archive jobs: the toolchain's own CPU's first,
+    /// then (per target) one per further host CPU.
+    pub archives: Vec<usize>,
     /// Per module, its HIP bundle.
     pub bundles: Vec<(String, usize)>,
     pub package: Option<Packaging>,
@@ -57,8 +58,8 @@ pub struct SetNodes {
 pub struct Packaging {
     /// (the node whose output is compressed, its payload's node), for every module artifact and bundle.
     pub payloads: Vec<(usize, usize)>,
-    /// The static library's slices (a folder: [`slices::split`]).
-    pub slices: usize,
+    /// The static library's slices (a folder: [`slices::split`]), per archive.
+    pub slices: Vec<usize>,
     /// `libcudart_static.a`, compressed.
     pub cudart: usize,
 }
@@ -87,7 +88,7 @@ impl Graph<'_> {
     ) -> Result<std::collections::BTreeMap<String, kiln_package::provenance::JobRecord>> {
         let s = &self.sets[set];
         let mut out = std::collections::BTreeMap::new();
-        for &i in s.modules.iter().chain(&s.archive) {
+        for &i in s.modules.iter().chain(&s.archives) {
             let job = self.job(i);
             // A cubin assembled from a library PTX: that compile and this one, the files the compile read.
             let from = self.nodes[i].inputs.iter().map(|&(d, _)| &self.nodes[d]).find_map(command).filter(|j| j.kind == JobKind::LibPtx);
@@ -108,7 +109,7 @@ impl Graph<'_> {
     pub fn describe(&self) -> String {
         let objects = self.nodes.iter().filter(|n| command(n).is_some_and(|j| j.kind == JobKind::Object)).count();
         let modules: usize = self.sets.iter().map(|s| s.modules.len()).sum();
-        let archives = self.sets.iter().filter(|s| s.archive.is_some()).count();
+        let archives: usize = self.sets.iter().map(|s| s.archives.len()).sum();
         let bundles: usize = self.sets.iter().map(|s| s.bundles.len()).sum();
         let ptx = self.nodes.iter().filter(|n| command(n).is_some_and(|j| j.kind == JobKind::LibPtx)).count();
         let mut s = format!("{modules} module jobs, {objects} static-library objects");
@@ -171,10 +172,10 @@ pub fn build<'a>(
             nodes.push(Node::command(job));
         }
 
-        let mut objects = Vec::new();
-        let mut archive = None;
+        // Per archive: its node and its objects' nodes.
+        let mut archives: Vec<(usize, Vec<usize>)> = Vec::new();
         if let (true, Some(lib)) = (selection.wants_staticlib(set), &set.staticlib) {
-            let crate::select::LibraryJobs { objects: jobs, ptx, cubins, archive: arch } = selection.library_jobs(plan, pins)?;
+            let crate::select::LibraryJobs { archives: per_arch, ptx, cubins } = selection.library_jobs(plan, pins)?;
             // The PTX its cubins of a level share, first: each cubin reads its file's under the PTX job's output name.
             let first = nodes.len();
             for job in ptx {
@@ -187,17 +188,19 @@ pub fn build<'a>(
                 modules.push(nodes.len());
                 nodes.push(Node { work: Work::Command(cubin.job), inputs });
             }
-            let mut inputs = Vec::new();
-            let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
-            for job in jobs {
-                inputs.push((nodes.len(), job.output.clone()));
-                objects.push(nodes.len());
-                nodes.push(Node::command(job));
+            for (arch, jobs) in per_arch {
+                let (mut inputs, mut objects) = (Vec::new(), Vec::new());
+                let members: Vec<String> = jobs.iter().map(|j| j.output.clone()).collect();
+                for job in jobs {
+                    inputs.push((nodes.len(), job.output.clone()));
+                    objects.push(nodes.len());
+                    nodes.push(Node::command(job));
+                }
+                let mut job = cuda::archive_job(plan, &lib.name, arch, &members);
+                job.cost = objects.len() as u64;
+                archives.push((nodes.len(), objects));
+                nodes.push(Node { work: Work::Command(job), inputs });
             }
-            let mut job = cuda::archive_job(plan, &lib.name, arch, &members);
-            job.cost = objects.len() as u64;
-            archive = Some(nodes.len());
-            nodes.push(Node { work: Work::Command(job), inputs });
         }
 
         // A bundle promises every carried arch: only modules built for all of them get one.
@@ -223,19 +226,23 @@ pub fn build<'a>(
                 let label = nodes[i].to_string();
                 nodes.push(Node::step(zstd(label, Vec::new()), vec![(i, "input".into())]));
             }
-            let archive =
-                archive.with_context(|| format!("packaging set `{}` needs its static library, and this run does not build it", set.name))?;
-            // Each object compressed on its own: the slices are cut by these sizes.
-            let mut inputs = vec![(archive, "library.a".to_string())];
-            for &o in &objects {
-                let name = format!("{}.zst", command(&nodes[o]).expect("an object is a compile").output);
-                let label = nodes[o].to_string();
-                inputs.push((nodes.len(), name));
-                nodes.push(Node::step(zstd(label, Vec::new()), vec![(o, "input".into())]));
+            if archives.is_empty() {
+                bail!("packaging set `{}` needs its static library, and this run does not build it", set.name);
             }
-            let slices = nodes.len();
-            let arch = command(&nodes[archive]).expect("the archive is a compile").arch.clone();
-            nodes.push(Node::step(slices_step(plan, objects.len() as u64, arch), inputs));
+            let mut slices = Vec::new();
+            for (archive, objects) in &archives {
+                // Each object compressed on its own: the slices are cut by these sizes.
+                let mut inputs = vec![(*archive, "library.a".to_string())];
+                for &o in objects {
+                    let name = format!("{}.zst", command(&nodes[o]).expect("an object is a compile").output);
+                    let label = nodes[o].to_string();
+                    inputs.push((nodes.len(), name));
+                    nodes.push(Node::step(zstd(label, Vec::new()), vec![(o, "input".into())]));
+                }
+                let arch = command(&nodes[*archive]).expect("the archive is a compile").arch.clone();
+                slices.push(nodes.len());
+                nodes.push(Node::step(slices_step(plan, objects.len() as u64, arch), inputs));
+            }
             let cudart = *cudart.get_or_insert_with(|| {
                 nodes.push(Node::step(zstd("libcudart_static.a".into(), vec![("input".into(), toolchain.cudart_static.clone())]), Vec::new()));
                 nodes.len() - 1
@@ -244,7 +251,7 @@ pub fn build<'a>(
         } else {
             None
         };
-        sets.push(SetNodes { modules, intermediates, archive, bundles, package: packaging });
+        sets.push(SetNodes { modules, intermediates, archives: archives.into_iter().map(|(a, _)| a).collect(), bundles, package: packaging });
     }
     Ok(Graph { nodes, sets })
 }
@@ -283,7 +290,11 @@ fn bundle_step<'a>(module: &str, archs: Vec<String>) -> Step<'a> {
 /// `arch`) and compressed.
 fn slices_step(plan: &Plan, cost: u64, arch: Arch) -> Step<'_> {
     let set = &plan.set;
-    let main = set.artifact_crate.as_ref().expect("only a packaged set is sliced").name.clone();
+    let host = match &arch {
+        Arch::Host(h) => h,
+        _ => kiln_manifest::kiln_target::host_object::BUILD_HOST,
+    };
+    let main = slices::crate_stem(&set.artifact_crate.as_ref().expect("only a packaged set is sliced").name, host);
     let lib = set.staticlib.as_ref().expect("only a set with a static library is sliced");
     let ar = cuda::archive_job(plan, "<lib>", arch.clone(), &["<members>".to_string()]).argv.join(" ");
     Step {

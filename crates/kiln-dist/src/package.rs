@@ -25,8 +25,9 @@ pub use kiln_package::record::{CrateRecord, CRATES_DIR, CRATES_JSON, SOURCES_DIR
 pub struct Payloads {
     /// Each artifact's compressed bytes, by its manifest path.
     pub artifacts: BTreeMap<String, PathBuf>,
-    /// The static library's slices ([`kiln_package::slices`]).
-    pub slices: PathBuf,
+    /// The static library's slices ([`kiln_package::slices`]), per host CPU
+    /// of its `hosts` (the toolchain's own first).
+    pub slices: Vec<PathBuf>,
     /// `libcudart_static.a`, compressed.
     pub cudart: PathBuf,
 }

@@ -11,16 +11,22 @@ use kiln_pins::{KernelSet, LibKernels, Pins, SassBy, Sm, Target};
 
 /// A static library's compile jobs ([`Selection::library_jobs`]).
 pub struct LibraryJobs {
-    /// What the archive is made of, in archive order.
-    pub objects: Vec<Job>,
+    /// Per archive (the toolchain's own CPU's first; a per-target library has
+    /// one per host CPU), its arch and what it is made of, in archive order.
+    pub archives: Vec<(Arch, Vec<Job>)>,
     /// A per-target library's PTX that its cubins of a level share
     /// (intermediates: [`JobKind::LibPtx`]).
     pub ptx: Vec<Job>,
     /// A per-target library's cubins: artifacts like a module's, each with
     /// the index into `ptx` of the job it is assembled from, if any.
     pub cubins: Vec<LibCubin>,
-    /// The archive's arch.
-    pub archive: Arch,
+}
+
+impl LibraryJobs {
+    /// Every object job, archive by archive.
+    pub fn objects(&self) -> impl Iterator<Item = &Job> {
+        self.archives.iter().flat_map(|(_, o)| o)
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -125,18 +131,18 @@ impl Selection {
 
     /// The static library's compile jobs for the selection, as its pins say it
     /// carries its kernels (the one place the dist's graph and `--shard` ask):
-    /// fat objects; or per target, host objects, a cubin per file and sm, and
-    /// per file the PTX its cubins of one level share.
+    /// fat objects; or per target, host objects per host CPU, a cubin per
+    /// file and sm, and per file the PTX its cubins of one level share.
     pub fn library_jobs(&self, plan: &Plan, pins: &Pins) -> Result<LibraryJobs> {
         let Some(lib) = &plan.set.staticlib else { bail!("set `{}` has no static library", plan.set.name) };
         let (sass, ptx) = self.staticlib_targets(&plan.set);
         Ok(match lib.kernels {
             LibKernels::Fat => {
-                LibraryJobs { objects: self.object_jobs(plan)?, ptx: Vec::new(), cubins: Vec::new(), archive: Arch::Fat { sass, ptx } }
+                LibraryJobs { archives: vec![(Arch::Fat { sass, ptx }, self.object_jobs(plan)?)], ptx: Vec::new(), cubins: Vec::new() }
             }
             LibKernels::PerTarget => {
                 let plan::LibJobs { objects, ptx, cubins } = plan::lib_jobs(plan, pins, &sass)?;
-                LibraryJobs { objects, ptx, cubins, archive: Arch::Host }
+                LibraryJobs { archives: objects.into_iter().map(|h| (Arch::Host(h.host), h.objects)).collect(), ptx, cubins }
             }
         })
     }

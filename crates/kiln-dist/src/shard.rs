@@ -377,13 +377,14 @@ fn dist_path(job: &Job) -> Option<String> {
 
 /// The compile jobs of `selection` (what shards divide): the module jobs,
 /// then the static library's (a per-target library's PTX, its cubins, then
-/// its objects), in plan order, as the dist's graph has them; and per job,
-/// the jobs it reads (index, staged name).
+/// its host CPUs' objects), in plan order, as the dist's graph has them; and
+/// per job, the jobs it reads (index, staged name).
 fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<(Vec<Job>, Vec<Reads>)> {
     let mut jobs = selection.module_jobs(plan, pins)?;
     let mut reads = vec![Vec::new(); jobs.len()];
     if selection.wants_staticlib(&plan.set) {
         let lib = selection.library_jobs(plan, pins)?;
+        let objects: Vec<Job> = lib.objects().cloned().collect();
         let first = jobs.len();
         reads.extend(lib.ptx.iter().map(|_| Vec::new()));
         jobs.extend(lib.ptx);
@@ -391,8 +392,8 @@ fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<(Vec<
             reads.push(cubin.reads.map(|p| (first + p, jobs[first + p].output.clone())).into_iter().collect());
             jobs.push(cubin.job);
         }
-        reads.extend(lib.objects.iter().map(|_| Vec::new()));
-        jobs.extend(lib.objects);
+        reads.extend(objects.iter().map(|_| Vec::new()));
+        jobs.extend(objects);
     }
     Ok((jobs, reads))
 }

@@ -87,7 +87,7 @@ fn the_set_is_opt_in_and_plans_53_fat_objects_with_upstreams_flags_and_cutlass()
     let plans = [plan];
     let g = graph::build(&pins, &plans, &Selection::default(), &|_| true, &toolchain).unwrap();
     assert_eq!(g.sets[0].modules.len(), 0);
-    let archive = g.job(g.sets[0].archive.unwrap());
+    let archive = g.job(g.sets[0].archives[0]);
     assert_eq!((archive.output.as_str(), archive.argv.len()), ("libflashattention.a", 3 + 53));
     assert_eq!(g.nodes.len(), 53 + 1 + 53 + 1 + 1, "{}", g.describe());
 }
@@ -262,7 +262,7 @@ fn the_drop_in_is_upstreams_api_over_parts_linked_callers_first() {
     let cudart_static = kiln_package::sources::ToolchainFiles::in_sysroot(&runner.sysroot().root).cudart_static;
     let cudart = work.join("cudart.zst");
     fs::write(&cudart, kiln_package::compress::zstd(&fs::read(&cudart_static).unwrap()).unwrap()).unwrap();
-    let payloads = kiln_dist::package::Payloads { artifacts: Default::default(), slices: slices_dir.clone(), cudart };
+    let payloads = kiln_dist::package::Payloads { artifacts: Default::default(), slices: vec![slices_dir.clone()], cudart };
     let candle = pins.main_set();
     let what = kiln_dist::package::What {
         runner: &runner,

@@ -34,11 +34,14 @@ fn each_library_file_has_one_ptx_that_its_sm_90_100_and_120_cubins_read() {
     let src = sources::fetch(&cache, set, &repo(), &say).unwrap();
     let inputs = sources::inputs(&cache, set, &say).unwrap();
     let ptxas = compilers::ptxas(&runner, &cache, &pins).unwrap().expect("the pins pin a newer ptxas");
+    // The cross compilers of the library's other host CPUs (its aarch64 host objects), as the builder provisions them.
+    let cross = lib.cross_hosts().map(|cpu| kiln_toolchain::sysroot::provision_cross(&cache, &pins, cpu, 2, &say).unwrap()).collect();
     let plan = Plan::new(set, src.root, repo().join("kernels/hip"))
         .with_cuda_headers(repo().join("kernels/cuda"))
         .with_includes(&inputs)
         .unwrap()
-        .with_ptxas(ptxas);
+        .with_ptxas(ptxas)
+        .with_cross(cross);
     let toolchain = kiln_package::sources::ToolchainFiles::in_sysroot(Path::new("/nonexistent"));
     let plans = [plan];
     let g = graph::build(&pins, &plans, &Selection::default(), &|_| false, &toolchain).unwrap();

@@ -54,6 +54,27 @@ impl Slice {
     }
 }
 
+/// What the slices of a library of host code for `host` are named after: the
+/// main crate's name (`kiln-candle-kernels`), with the CPU for any but the
+/// toolchain's own (`kiln-candle-kernels-aarch64`): its link crates are
+/// `<stem>-ffi-<i>`... see [`link_crate`], its libraries [`lib_name`].
+pub fn crate_stem(main: &str, host: &kiln_manifest::kiln_target::host_object::Host) -> String {
+    if host == kiln_manifest::kiln_target::host_object::BUILD_HOST {
+        main.to_string()
+    } else {
+        format!("{main}-{}", host.cpu)
+    }
+}
+
+/// The link crate of slice `i` of the library whose [`crate_stem`] is
+/// `stem`, for main crate `main`: `<main>-ffi-<i>`, `<main>-ffi-aarch64-<i>`.
+pub fn link_crate(main: &str, stem: &str, i: usize) -> String {
+    match stem.strip_prefix(main).and_then(|r| r.strip_prefix('-')) {
+        Some(cpu) => format!("{main}-ffi-{cpu}-{i}"),
+        None => format!("{main}-ffi-{i}"),
+    }
+}
+
 /// The name of slice `i` of the library of the crate `main`.
 pub fn lib_name(main: &str, i: usize) -> String {
     format!("{}_{i}", main.replace('-', "_"))

@@ -249,3 +249,18 @@ fn cargo_run_loads_the_real_library_not_the_stand_in() {
     assert!(!without.status.success(), "{}", text(&without));
     assert!(String::from_utf8_lossy(&without.stderr).contains("libcublas.so.12: cannot open shared object file"), "{}", text(&without));
 }
+
+/// The stand-ins are made with the build target's C compiler, found as the
+/// `cc` crate finds it: a cross build for aarch64 gets Debian's cross gcc
+/// (x86_64 stand-ins would not link into an aarch64 program).
+#[test]
+fn stand_ins_are_made_with_the_targets_c_compiler() {
+    let none = |_: &str| None;
+    assert_eq!(target_cc("x86_64-unknown-linux-gnu", "x86_64-unknown-linux-gnu", &none), "cc");
+    assert_eq!(target_cc("aarch64-unknown-linux-gnu", "x86_64-unknown-linux-gnu", &none), "aarch64-linux-gnu-gcc");
+    let cc = |k: &str| (k == "CC").then(|| "clang".to_string());
+    assert_eq!(target_cc("x86_64-unknown-linux-gnu", "x86_64-unknown-linux-gnu", &cc), "clang");
+    assert_eq!(target_cc("aarch64-unknown-linux-gnu", "x86_64-unknown-linux-gnu", &cc), "aarch64-linux-gnu-gcc", "CC is the host's");
+    let named = |k: &str| (k == "CC_aarch64_unknown_linux_gnu").then(|| "my-gcc".to_string());
+    assert_eq!(target_cc("aarch64-unknown-linux-gnu", "x86_64-unknown-linux-gnu", &named), "my-gcc");
+}

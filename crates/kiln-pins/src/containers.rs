@@ -397,6 +397,12 @@ pub fn with_generated(text: &str, toolchain: &Closure, containers: Option<&Conta
     out.push_str("# Every file of the toolchain, by exact version and sha256 (the package closure).\n");
     out.push_str("[toolchain.closure]\n");
     render_debs(&mut out, &toolchain.debs);
+    let cross = crate::cross_part(text);
+    if !cross.is_empty() {
+        out.push('\n');
+        out.push_str(cross.trim_end());
+        out.push('\n');
+    }
     let Some(c) = containers else { return out };
 
     // Comments go below each header: `with_closure` keeps these tables by

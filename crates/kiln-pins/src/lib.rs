@@ -149,6 +149,31 @@ pub struct Toolchain {
     pub exclude: Vec<String>,
     /// The resolved package closure; `None` until `cargo xtask pins update` ran.
     pub closure: Option<Closure>,
+    /// Cross host compilers (`[toolchain.cross.<cpu>]`), by CPU name order.
+    pub cross: Vec<Cross>,
+}
+
+impl Toolchain {
+    /// The cross host compiler pinned for `cpu`.
+    pub fn cross(&self, cpu: &str) -> Option<&Cross> {
+        self.cross.iter().find(|c| c.cpu == cpu)
+    }
+}
+
+/// A cross host compiler for nvcc (`[toolchain.cross.<cpu>]`): Debian's
+/// cross g++ for one of kiln-target's host CPUs, resolved on top of the
+/// closure (which it never changes) and unpacked into a root of its own that
+/// only the jobs building host code for that CPU mount (docs/toolchain.md).
+#[derive(Clone, Debug)]
+pub struct Cross {
+    /// The CPU, as kiln-target's host table names it (`aarch64`).
+    pub cpu: String,
+    /// The compiler nvcc is given (`-ccbin`), in the cross root's `usr/bin`.
+    pub cxx: String,
+    /// The packages it comes from (roots resolved on top of the closure).
+    pub include: Vec<String>,
+    /// Generated: the packages beyond the toolchain's closure; `None` until resolved.
+    pub closure: Option<Closure>,
 }
 
 /// The newer AMD compiler (`clang_next`, `rocm_device_libs_next`, `next_suites`,
@@ -297,8 +322,9 @@ pub fn without_container_closures(text: &str) -> String {
 }
 
 /// `text` (a pin file) with its generated toolchain closure replaced by
-/// `closure`. The generated container closures below it are kept as they are
-/// (`cargo xtask container --update` or [`with_generated`] redo them).
+/// `closure`. The generated cross closures and container closures below it
+/// are kept as they are (`cargo xtask container --update` or [`with_generated`]
+/// redo the containers', [`with_cross`] the cross compilers').
 pub fn with_closure(text: &str, closure: &Closure) -> String {
     let tail = text.find(GENERATED_MARKER).map(|at| &text[at..]).and_then(|gen| gen.find("\n[containers.").map(|c| &gen[c + 1..]));
     let mut out = with_generated(text, closure, None);
@@ -307,6 +333,41 @@ pub fn with_closure(text: &str, closure: &Closure) -> String {
         out.push_str(tail);
     }
     out
+}
+
+/// The generated cross closures of `text` (`[toolchain.cross.<cpu>.closure]`
+/// tables, from the first to the container closures), as they stand.
+pub(crate) fn cross_part(text: &str) -> &str {
+    let Some(gen_at) = text.find(GENERATED_MARKER) else { return "" };
+    let gen = &text[gen_at..];
+    let Some(start) = gen.find("\n[toolchain.cross.").map(|c| c + 1) else { return "" };
+    let end = gen[start..].find("\n[containers.").map_or(gen.len(), |c| start + c + 1);
+    &gen[start..end]
+}
+
+/// `text` (a pin file) with its generated cross closures replaced by `cross`
+/// (CPU, the packages it adds on top of the toolchain's closure); the
+/// toolchain's and the containers' closures are kept as they are.
+pub fn with_cross(text: &str, cross: &[(String, Closure)]) -> String {
+    let old = cross_part(text);
+    let mut rendered = String::new();
+    for (cpu, closure) in cross {
+        rendered.push_str(&format!("[toolchain.cross.{cpu}.closure]\n"));
+        rendered.push_str(&format!("# The packages [toolchain.cross.{cpu}] adds on top of [toolchain.closure], by exact version and sha256.\n"));
+        render_debs(&mut rendered, &closure.debs);
+        rendered.push('\n');
+    }
+    let gen_at = text.find(GENERATED_MARKER).unwrap_or(text.len());
+    if !old.is_empty() {
+        let at = gen_at + text[gen_at..].find(old).expect("cross_part is a slice of the generated part");
+        return format!("{}{rendered}{}", &text[..at], &text[at + old.len()..]);
+    }
+    // None yet: after the toolchain's closure, before the containers'.
+    match text[gen_at..].find("\n[containers.") {
+        Some(c) => format!("{}{rendered}{}", &text[..gen_at + c + 1], &text[gen_at + c + 1..]),
+        None if rendered.is_empty() => text.to_string(),
+        None => format!("{}\n\n{}\n", text.trim_end(), rendered.trim_end()),
+    }
 }
 
 /// Rewrites the pin file at `path` as `rewrite` turns its text, atomically

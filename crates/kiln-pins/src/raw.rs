@@ -10,7 +10,7 @@ use crate::{
     arch::{HipArch, Sm},
     error::PinError,
     sets::RawSet,
-    AmdNext, Closure, Deb, Flags, PackagePin, Pins, Targets, Toolchain, WheelPin,
+    AmdNext, Closure, Cross, Deb, Flags, PackagePin, Pins, Targets, Toolchain, WheelPin,
 };
 
 type S<T> = Spanned<T>;
@@ -81,6 +81,17 @@ struct RawToolchain {
     include: Vec<String>,
     #[serde(default)]
     exclude: Vec<String>,
+    closure: Option<S<RawClosure>>,
+    /// `[toolchain.cross.<cpu>]`: a cross host compiler per CPU (kiln-target's host table).
+    #[serde(default)]
+    cross: BTreeMap<String, S<RawCross>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCross {
+    cxx: S<String>,
+    include: Vec<String>,
     closure: Option<S<RawClosure>>,
 }
 
@@ -415,6 +426,39 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
         }
     };
     drop(pinned);
+    let mut cross = Vec::new();
+    for (cpu, c) in raw.cross {
+        let span = c.span();
+        let c = c.into_inner();
+        let Some(host) = kiln_target::host_object::host(&cpu).filter(|h| h != &kiln_target::host_object::BUILD_HOST) else {
+            return Err(PinError::at(
+                cx.file,
+                cx.text,
+                Some(span),
+                format!(
+                    "[toolchain.cross.{cpu}]: `{cpu}` is not a host CPU kiln builds cross host code for (kiln-target's host table: {}; {} is the toolchain's own)",
+                    kiln_target::host_object::host_names(),
+                    kiln_target::host_object::BUILD_HOST.cpu
+                ),
+            ));
+        };
+        if !c.cxx.get_ref().starts_with(&format!("{}-g++", host.gnu)) {
+            return Err(cx.err(&c.cxx, format!("toolchain.cross.{cpu}.cxx `{}` is not a {}-g++ compiler", c.cxx.get_ref(), host.gnu)));
+        }
+        if c.include.is_empty() {
+            return Err(PinError::at(
+                cx.file,
+                cx.text,
+                Some(span),
+                format!("toolchain.cross.{cpu}.include is empty: name the package of {}", c.cxx.get_ref()),
+            ));
+        }
+        let closure = match c.closure {
+            None => None,
+            Some(cl) => Some(Closure { debs: check_debs(cx, cl.into_inner().debs)? }),
+        };
+        cross.push(Cross { cpu, cxx: c.cxx.into_inner(), include: c.include, closure });
+    }
     let amd_next =
         next.map(|((_, clang), (_, rocm_device_libs))| AmdNext { clang, rocm_device_libs, suites: raw.next_suites, include: raw.next_include });
 
@@ -432,5 +476,6 @@ fn check_toolchain(cx: &Ctx, raw: RawToolchain) -> Result<Toolchain, PinError> {
         include: raw.include,
         exclude: raw.exclude,
         closure,
+        cross,
     })
 }

@@ -123,6 +123,14 @@ pub(crate) fn check_set(set: &KernelSet, toolchain: &Toolchain) -> Result<(), Fa
         if lib.sources.is_empty() {
             return Err(fault(Field::LibSources, format!("static library `{}` has no sources", lib.name)));
         }
+        for cpu in lib.cross_hosts() {
+            if toolchain.cross(cpu).is_none() {
+                return Err(fault(
+                    Field::LibName,
+                    format!("static library `{}` is built for {cpu} hosts, and [toolchain.cross.{cpu}] pins no compiler for them", lib.name),
+                ));
+            }
+        }
     }
     if set.modules.is_empty() && set.staticlib.is_none() {
         return Err(fault(Field::Source, format!("set `{name}` has neither modules nor a static library: nothing to build")));

@@ -115,9 +115,18 @@ pub struct StaticLib {
     pub force_include: Vec<String>,
     /// Where its kernels are: `kernels = "fat"` (the default) or `"per-target"`.
     pub kernels: LibKernels,
+    /// The CPUs its host code is built for (kiln-target's host table), the
+    /// toolchain's own first; another needs `[toolchain.cross.<cpu>]` and
+    /// per-target kernels. Default: the toolchain's own alone.
+    pub hosts: Vec<String>,
 }
 
 impl StaticLib {
+    /// The host CPUs beyond the toolchain's own that its host code is built for.
+    pub fn cross_hosts(&self) -> impl Iterator<Item = &str> {
+        self.hosts.iter().map(String::as_str).filter(|c| *c != kiln_target::host_object::BUILD_HOST.cpu)
+    }
+
     /// A library of `sources` with SASS for `sass` (`sm_80`, ...), nothing else;
     /// its name is checked with the set's ([`crate::check_sets`]).
     pub fn new<S: Into<String>>(name: &str, sources: impl IntoIterator<Item = S>, sass: &[&str]) -> Result<StaticLib, String> {
@@ -130,6 +139,7 @@ impl StaticLib {
             ffi: None,
             force_include: Vec::new(),
             kernels: LibKernels::Fat,
+            hosts: vec![kiln_target::host_object::BUILD_HOST.cpu.to_string()],
         };
         Ok(lib)
     }
@@ -318,6 +328,8 @@ struct RawStaticLib {
     #[serde(default)]
     force_include: Vec<S<String>>,
     kernels: Option<S<String>>,
+    #[serde(default)]
+    hosts: Vec<S<String>>,
 }
 
 /// A wheel pin (as `[toolchain].ptxas`) and the folder taken out of it.
@@ -650,10 +662,33 @@ fn read_staticlib(cx: &Ctx, lib: RawStaticLib, at: &dyn Fn(&str) -> String) -> R
         Some("per-target") => LibKernels::PerTarget,
         Some(other) => return Err(cx.err(lib.kernels.as_ref().unwrap(), format!("staticlib.kernels `{other}` is neither `fat` nor `per-target`"))),
     };
+    let build_host = kiln_target::host_object::BUILD_HOST.cpu;
+    let mut hosts = vec![build_host.to_string()];
+    for h in &lib.hosts {
+        let cpu = h.get_ref();
+        if kiln_target::host_object::host(cpu).is_none() {
+            return Err(cx.err(h, format!("staticlib.hosts: `{cpu}` is not a host CPU kiln knows ({})", kiln_target::host_object::host_names())));
+        }
+        if cpu == build_host {
+            continue;
+        }
+        if hosts.contains(cpu) {
+            return Err(cx.err(h, format!("staticlib.hosts names `{cpu}` twice")));
+        }
+        if kernels != LibKernels::PerTarget {
+            return Err(cx.err(
+                h,
+                format!(
+                    "staticlib.hosts: host code for `{cpu}` needs kernels = \"per-target\" (a fat object's kernels would be built again per CPU)"
+                ),
+            ));
+        }
+        hosts.push(cpu.clone());
+    }
     let sources_span = lib.sources.first().map(|s| s.span());
     let targets = lib.sass.iter().chain(&lib.ptx).map(|s| s.span()).collect();
     let spans = (Some(lib.name.span()), sources_span, targets);
-    Ok((StaticLib { name: lib.name.into_inner(), sources, sass, ptx, ffi, force_include, kernels }, spans))
+    Ok((StaticLib { name: lib.name.into_inner(), sources, sass, ptx, ffi, force_include, kernels, hosts }, spans))
 }
 
 /// `[sets.<name>.crate]`: `revision_key` is `sets.<name>.crate.revision`.

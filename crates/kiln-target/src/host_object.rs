@@ -11,6 +11,47 @@
 //!   source file the object came from ([`tag`]): the kernels are in that
 //!   file's cubins, one per sm, which the crate's per-sm parts carry.
 
+/// A CPU that host objects are built for: one row each, the only place a
+/// host CPU is added (pins.toml's `staticlib.hosts` and `[toolchain.cross.<cpu>]`
+/// name rows of this table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// The CPU as cargo names it (`CARGO_CFG_TARGET_ARCH`, `cfg(target_arch)`).
+    pub cpu: &'static str,
+    /// The ELF `e_machine` of its objects (the ELF specification's registry).
+    pub elf_machine: u16,
+    /// The GNU triplet of its Debian cross tools (`aarch64-linux-gnu-objcopy`).
+    pub gnu: &'static str,
+    /// The Rust target a consumer builds for (Linux, glibc).
+    pub rust_target: &'static str,
+}
+
+/// Every host CPU kiln can build host code for. The toolchain's own CPU is
+/// the first ([`BUILD_HOST`]): its closure is Debian's amd64.
+pub const HOSTS: &[Host] = &[
+    Host { cpu: "x86_64", elf_machine: 62, gnu: "x86_64-linux-gnu", rust_target: "x86_64-unknown-linux-gnu" },
+    // NVIDIA's Arm machines: GH200/GB200 (Grace), DGX Spark (GB10), Jetson Orin and Thor.
+    Host { cpu: "aarch64", elf_machine: 183, gnu: "aarch64-linux-gnu", rust_target: "aarch64-unknown-linux-gnu" },
+];
+
+/// The CPU the pinned toolchain runs on and builds host code for natively.
+pub const BUILD_HOST: &Host = &HOSTS[0];
+
+/// The row of host CPU `cpu` (`x86_64`, `aarch64`).
+pub fn host(cpu: &str) -> Option<&'static Host> {
+    HOSTS.iter().find(|h| h.cpu == cpu)
+}
+
+/// The host CPU whose objects carry ELF machine `machine`.
+pub fn host_of_machine(machine: u16) -> Option<&'static Host> {
+    HOSTS.iter().find(|h| h.elf_machine == machine)
+}
+
+/// The host CPUs, as `x86_64, aarch64` (for messages).
+pub fn host_names() -> String {
+    HOSTS.iter().map(|h| h.cpu).collect::<Vec<_>>().join(", ")
+}
+
 /// Every NVIDIA runtime function a host object may call, by the name nvcc's
 /// host code calls it. candle-kernels 0.11.1's 15 library files call 25 of
 /// these (`bench/ffi-split/build.sh` lists them); the rest are the legacy
@@ -93,5 +134,17 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted, RUNTIME_CALLS, "kept sorted and unique");
+    }
+
+    #[test]
+    fn host_rows_are_unique_and_found_by_name_and_machine() {
+        for h in HOSTS {
+            assert_eq!(host(h.cpu), Some(h));
+            assert_eq!(host_of_machine(h.elf_machine), Some(h));
+            assert!(h.rust_target.starts_with(h.cpu) && h.gnu.starts_with(h.cpu), "{h:?}");
+        }
+        assert_eq!(BUILD_HOST.cpu, "x86_64");
+        assert_eq!(host("riscv64"), None);
+        assert_eq!(host_names(), "x86_64, aarch64");
     }
 }

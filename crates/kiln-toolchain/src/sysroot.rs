@@ -169,22 +169,23 @@ pub fn provision(cache: &Cache, pins: &Pins, jobs: usize, say: &(dyn Fn(String) 
     }
     let closure = pins.closure()?;
     let rec = record(closure);
-    which("dpkg-deb", "apt-get install dpkg")?;
+    let what = format!("toolchain {}", &rec.identity[..12]);
+    let dest = unpack(cache, pins, closure, &rec, &what, jobs, say)?;
+    Ok(Sysroot { root: dest, identity: rec.identity, mode: Mode::Sandbox })
+}
 
+/// Downloads (verified) and unpacks `closure` into the cache as the root
+/// named by `rec`'s identity, with `rec` and the sandbox's mount points in it.
+fn unpack(cache: &Cache, pins: &Pins, closure: &Closure, rec: &Record, what: &str, jobs: usize, say: &(dyn Fn(String) + Sync)) -> Result<PathBuf> {
+    which("dpkg-deb", "apt-get install dpkg")?;
     let total: u64 = closure.debs.iter().map(|d| d.size).sum();
-    say(format!(
-        "toolchain {}: fetching {} packages ({:.0} MB) from {}",
-        &rec.identity[..12],
-        closure.debs.len(),
-        total as f64 / 1e6,
-        pins.toolchain.mirrors[0]
-    ));
-    let paths = fetch_all(cache, pins, jobs.clamp(1, 4), say)?;
+    say(format!("{what}: fetching {} packages ({:.0} MB) from {}", closure.debs.len(), total as f64 / 1e6, pins.toolchain.mirrors[0]));
+    let paths = fetch_all(cache, pins, &closure.debs, jobs.clamp(1, 4), say)?;
 
     let tmp = cache.scratch("sysroot")?;
     let result = (|| -> Result<()> {
         let sh = Shell::new()?;
-        say(format!("toolchain {}: unpacking into {}", &rec.identity[..12], cache.toolchains().display()));
+        say(format!("{what}: unpacking into {}", cache.toolchains().display()));
         for (deb, path) in closure.debs.iter().zip(&paths) {
             cmd!(sh, "dpkg-deb -x {path} {tmp}").quiet().run().with_context(|| format!("cannot unpack {} {}", deb.name, deb.version))?;
         }
@@ -192,7 +193,7 @@ pub fn provision(cache: &Cache, pins: &Pins, jobs: usize, say: &(dyn Fn(String) 
             fs::create_dir_all(tmp.join(dir))?;
         }
         fs::create_dir_all(tmp.join(".kiln"))?;
-        fs::write(tmp.join(RECORD), serde_json::to_string_pretty(&rec)?)?;
+        fs::write(tmp.join(RECORD), serde_json::to_string_pretty(rec)?)?;
         Ok(())
     })();
     if let Err(e) = result {
@@ -201,12 +202,76 @@ pub fn provision(cache: &Cache, pins: &Pins, jobs: usize, say: &(dyn Fn(String) 
     }
     let dest = cache.toolchains().join(&rec.identity);
     publish_dir(&tmp, &dest)?;
-    say(format!("toolchain {}: ready", &rec.identity[..12]));
-    Ok(Sysroot { root: dest, identity: rec.identity, mode: Mode::Sandbox })
+    say(format!("{what}: ready"));
+    Ok(dest)
 }
 
-fn fetch_all(cache: &Cache, pins: &Pins, workers: usize, say: &(dyn Fn(String) + Sync)) -> Result<Vec<PathBuf>> {
-    let debs = &pins.closure()?.debs;
+/// A cross host compiler's root (`[toolchain.cross.<cpu>]`): only the
+/// packages it adds on top of the toolchain's closure, unpacked on their own.
+/// The jobs that build host code for its CPU mount it at [`CrossRoot::at`]
+/// inside the toolchain's sandbox; Debian's cross gcc finds its own parts
+/// relative to where it is, and [`CrossRoot::env`] finds its binutils' libraries.
+#[derive(Clone, Debug)]
+pub struct CrossRoot {
+    /// The CPU (kiln-target's host table).
+    pub cpu: String,
+    /// The compiler nvcc is given, by name (`aarch64-linux-gnu-g++-13`).
+    pub cxx: String,
+    pub root: PathBuf,
+    /// A hash over its packages, as a toolchain's.
+    pub identity: String,
+}
+
+impl CrossRoot {
+    /// Where a job mounts it: a path naming its identity, so that a job's
+    /// command (and with it the job's cache key) names exactly this root.
+    pub fn at(&self) -> String {
+        format!("/tmp/kiln-cross/{}", self.identity)
+    }
+
+    /// A program of its `usr/bin`, as the sandbox sees it.
+    pub fn program(&self, name: &str) -> String {
+        format!("{}/usr/bin/{name}", self.at())
+    }
+
+    /// The `LD_LIBRARY_PATH` its programs need: Debian's cross binutils keep
+    /// their libbfd/libopcodes in the root's `usr/lib/x86_64-linux-gnu`.
+    pub fn library_path(&self) -> String {
+        format!("{}/usr/lib/x86_64-linux-gnu", self.at())
+    }
+}
+
+/// The cross compiler's root for `cpu`, from the cache or downloaded (every
+/// package checked against its pinned sha256) and unpacked into it.
+pub fn provision_cross(cache: &Cache, pins: &Pins, cpu: &str, jobs: usize, say: &(dyn Fn(String) + Sync)) -> Result<CrossRoot> {
+    let Some(cross) = pins.toolchain.cross(cpu) else {
+        bail!("pins.toml has no [toolchain.cross.{cpu}]: no compiler is pinned for {cpu} host code");
+    };
+    let Some(closure) = &cross.closure else {
+        bail!("pins.toml [toolchain.cross.{cpu}] has no generated closure: run `cargo xtask pins update --cross-only`");
+    };
+    let rec = record(closure);
+    let root = cache.toolchains().join(&rec.identity);
+    let done = match read_record(&root)? {
+        Some(found) if found.identity == rec.identity => true,
+        Some(found) => bail!(
+            "{} is not the pinned cross root for {cpu}:\n  {}\n  Remove it with `cargo xtask cache gc` or by hand; kiln will unpack it again.",
+            root.display(),
+            differences(&found, &rec).join("\n  ")
+        ),
+        None => false,
+    };
+    if !done {
+        unpack(cache, pins, closure, &rec, &format!("{cpu} cross compiler {}", &rec.identity[..12]), jobs, say)?;
+    }
+    let cxx = root.join("usr/bin").join(&cross.cxx);
+    if !cxx.exists() {
+        bail!("the cross root {} has no usr/bin/{}: [toolchain.cross.{cpu}] cxx names a program its packages do not hold", root.display(), cross.cxx);
+    }
+    Ok(CrossRoot { cpu: cpu.to_string(), cxx: cross.cxx.clone(), root, identity: rec.identity })
+}
+
+fn fetch_all(cache: &Cache, pins: &Pins, debs: &[Deb], workers: usize, say: &(dyn Fn(String) + Sync)) -> Result<Vec<PathBuf>> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<PathBuf>>>> = Mutex::new((0..debs.len()).map(|_| None).collect());

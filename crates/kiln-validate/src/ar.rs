@@ -23,6 +23,8 @@ pub struct Member {
     pub tag: Option<String>,
     /// The symbols it uses and does not define, sorted.
     pub undefined: Vec<String>,
+    /// Its ELF `e_machine` (little-endian ELF; `None` for anything else).
+    pub machine: Option<u16>,
 }
 
 #[derive(Clone, Debug)]
@@ -68,7 +70,8 @@ pub fn read(bytes: &[u8]) -> Result<Archive> {
             }
             None => (Vec::new(), None),
         };
-        members.push(Member { name, functions, fatbin, tag, undefined });
+        let machine = (data.len() >= 20 && data.starts_with(b"\x7fELF") && data[5] == 1).then(|| u16::from_le_bytes([data[18], data[19]]));
+        members.push(Member { name, functions, fatbin, tag, undefined, machine });
     }
     if members.is_empty() {
         bail!("the archive has no members");
@@ -107,11 +110,18 @@ pub fn check(bytes: &[u8], sms: &[u32], ptx: &[u32], required: &[String]) -> Res
 /// under its own name, and of the renamed ones only those the crate's
 /// runtime defines ([`host_object::RUNTIME_CALLS`]); and the archive defines
 /// each of `required`. Every problem is listed.
-pub fn check_host(bytes: &[u8], lib: &str, required: &[String]) -> Result<Archive> {
+pub fn check_host(bytes: &[u8], lib: &str, required: &[String], host: &host_object::Host) -> Result<Archive> {
     let a = read(bytes)?;
     let mut problems = Vec::new();
     let prefix = host_object::renamed(lib, "");
     for m in &a.members {
+        if m.machine != Some(host.elf_machine) {
+            let found = match m.machine {
+                Some(n) => host_object::host_of_machine(n).map_or(format!("ELF machine {n}"), |h| h.cpu.to_string()),
+                None => "no ELF machine".into(),
+            };
+            problems.push(format!("{} holds {found} code, and this is the library for {} hosts", m.name, host.cpu));
+        }
         let stem = m.name.strip_suffix(".o").unwrap_or(&m.name);
         match &m.tag {
             Some(t) if t == stem => {}

@@ -6,6 +6,7 @@
 
 use std::{fs, path::Path, process::Command};
 
+use kiln_manifest::kiln_target::host_object::{host, BUILD_HOST};
 use kiln_validate::ar;
 
 /// An archive of one object `<stem>.o` compiled from C `source`, in `dir`.
@@ -41,11 +42,11 @@ fn a_host_object_passes_only_with_its_own_tag_and_the_renamed_runtime() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let required = vec!["launch_it".to_string()];
-    let err = |bytes: &[u8]| format!("{:#}", ar::check_host(bytes, "moe", &required).unwrap_err());
+    let err = |bytes: &[u8]| format!("{:#}", ar::check_host(bytes, "moe", &required, BUILD_HOST).unwrap_err());
 
     // As the job leaves it: tagged with its file, calling kiln_moe_* only.
     let good = archive(dir, "mmq", &object("KILNMOD\\0mmq", &["kiln_moe_cudaLaunchKernel_ptsz", "kiln_moe___cudaRegisterFunction"]));
-    let a = ar::check_host(&good, "moe", &required).unwrap();
+    let a = ar::check_host(&good, "moe", &required, BUILD_HOST).unwrap();
     assert_eq!(a.members[0].tag.as_deref(), Some("mmq"));
 
     // NVIDIA's runtime under its own name: the rename missed it.
@@ -63,6 +64,11 @@ fn a_host_object_passes_only_with_its_own_tag_and_the_renamed_runtime() {
     assert!(e.contains("mmq.o has no kiln tag"), "{e}");
 
     // A function the Rust side declares and no member defines.
-    let e = format!("{:#}", ar::check_host(&good, "moe", &["launch_other".to_string()]).unwrap_err());
+    let e = format!("{:#}", ar::check_host(&good, "moe", &["launch_other".to_string()], BUILD_HOST).unwrap_err());
     assert!(e.contains("not defined: launch_other"), "{e}");
+
+    // This machine's (x86_64) objects offered as another CPU's library.
+    let aarch64 = host("aarch64").unwrap();
+    let e = format!("{:#}", ar::check_host(&good, "moe", &required, aarch64).unwrap_err());
+    assert!(e.contains("mmq.o holds x86_64 code, and this is the library for aarch64 hosts"), "{e}");
 }

@@ -5,7 +5,10 @@
 use std::{fs, path::Path};
 
 use anyhow::{bail, Context, Result};
-use kiln_manifest::Kind;
+use kiln_manifest::{
+    kiln_target::host_object::{self, Host, BUILD_HOST},
+    Kind,
+};
 
 use super::{
     text::{dir_size, exact_req, lib_name, write, Gen, Vars},
@@ -20,48 +23,68 @@ struct Dep {
     path: String,
 }
 
-/// One crate per slice, in link order; a slice that calls into others
-/// ([`slices::Slice::calls`]) depends on their crates, so rustc links it first.
-pub fn slices(g: &Gen) -> Result<Vec<Crate>> {
-    let Some(lib) = g.inp.manifest.artifacts.iter().find(|a| a.kind == Kind::Staticlib) else {
-        bail!("the manifest has no static library: the drop-in's `ffi` module needs one");
+/// One crate per slice, in link order, per host CPU the library's host code
+/// is built for; a slice that calls into others ([`slices::Slice::calls`])
+/// depends on their crates, so rustc links it first.
+pub fn slices(g: &Gen) -> Result<Vec<(&'static Host, Crate)>> {
+    let Some(set_lib) = &g.inp.set.staticlib else {
+        bail!("set `{}` has no static library: the drop-in's `ffi` module needs one", g.inp.set.name);
     };
+    let hosts: Vec<&'static Host> = set_lib
+        .hosts
+        .iter()
+        .map(|cpu| host_object::host(cpu).with_context(|| format!("static library `{}`: no host CPU `{cpu}` in kiln-target", set_lib.name)))
+        .collect::<Result<_>>()?;
+    if hosts.len() != g.inp.slices.len() {
+        bail!("static library `{}` is built for {} host CPU(s), and {} sets of slices were made", set_lib.name, hosts.len(), g.inp.slices.len());
+    }
     let (cudart_main, cudart_version) = &g.cudart;
     let mut crates = Vec::new();
-    for (i, slice) in slices::read(g.inp.slices)?.into_iter().enumerate() {
-        let suffix = format!("ffi-{i}");
-        let name = format!("{}-{suffix}", g.main);
-        let dir = g.out.join("parts").join(&suffix);
-        // These pieces are the set's kernels, compiled: they carry its licence
-        // texts, and those of the inputs compiled into them (CUTLASS's).
-        let license = g.compiled_licenses(&dir)?;
-        let mut deps: Vec<Dep> = slice
-            .calls
-            .iter()
-            .map(|j| Dep { name: format!("{}-ffi-{j}", g.main), version: exact_req(&g.version), path: format!("ffi-{j}") })
-            .collect();
-        // Fat objects call NVIDIA's runtime; per-target host objects call the main crate's own (its `launch.rs`).
-        if !per_target(g) {
-            deps.push(Dep { name: format!("{cudart_main}-cudart"), version: exact_req(cudart_version), path: "cudart".into() });
-        }
-        // The first slice of kiln's drop-in, which every consumer links, carries the CUDA link stand-ins.
-        let drop_in = g.inp.set.artifact_crate.as_ref().is_some_and(|c| c.api == kiln_pins::CrateApi::Kiln);
-        let link_stubs: &[crate::link_stubs::StubLib] = if drop_in && i == 0 { stand_ins(g)? } else { &[] };
-        let lib_crate = LinkCrate {
-            name: &name,
-            lib: &slice.lib,
-            payload: &g.inp.slices.join(slice.payload()),
-            raw_bytes: slice.raw_bytes,
-            sha256: &slice.sha256,
-            description: &format!("Part {i} of {}' prebuilt static library ({}: {}).", g.upstream().0, lib.arch, slice.members.join(", ")),
-            system_libs: &["stdc++"],
-            depends_on: &deps,
-            license: &license,
-            link_stubs,
+    for (&host, folder) in hosts.iter().zip(g.inp.slices) {
+        let path = format!("cuda/lib/{}lib{}.a", if host == BUILD_HOST { String::new() } else { format!("{}/", host.cpu) }, set_lib.name);
+        let Some(lib) = g.inp.manifest.artifacts.iter().find(|a| a.kind == Kind::Staticlib && a.path == path) else {
+            bail!("the manifest has no static library {path}: the drop-in's `ffi` module needs one for {} hosts", host.cpu);
         };
-        write_crate(g, &dir, &lib_crate)?;
-        let z = dir_size(&dir.join("payload"))?;
-        crates.push(Crate { name, dir, raw_bytes: slice.raw_bytes, payload_bytes: z, borrowed: false });
+        let stem = slices::crate_stem(&g.main, host);
+        for (i, slice) in slices::read(folder)?.into_iter().enumerate() {
+            let name = slices::link_crate(&g.main, &stem, i);
+            let suffix = name.strip_prefix(&format!("{}-", g.main)).expect("a link crate is named after the main crate").to_string();
+            let dir = g.out.join("parts").join(&suffix);
+            // These pieces are the set's kernels, compiled: they carry its licence
+            // texts, and those of the inputs compiled into them (CUTLASS's).
+            let license = g.compiled_licenses(&dir)?;
+            let mut deps: Vec<Dep> = slice
+                .calls
+                .iter()
+                .map(|&j| {
+                    let name = slices::link_crate(&g.main, &stem, j);
+                    let path = name.strip_prefix(&format!("{}-", g.main)).expect("named after the main crate").to_string();
+                    Dep { name, version: exact_req(&g.version), path }
+                })
+                .collect();
+            // Fat objects call NVIDIA's runtime; per-target host objects call the main crate's own (its `launch.rs`).
+            if !per_target(g) {
+                deps.push(Dep { name: format!("{cudart_main}-cudart"), version: exact_req(cudart_version), path: "cudart".into() });
+            }
+            // The first slice of each host's library in kiln's drop-in, which every consumer links, carries the CUDA link stand-ins.
+            let drop_in = g.inp.set.artifact_crate.as_ref().is_some_and(|c| c.api == kiln_pins::CrateApi::Kiln);
+            let link_stubs: &[crate::link_stubs::StubLib] = if drop_in && i == 0 { stand_ins(g)? } else { &[] };
+            let lib_crate = LinkCrate {
+                name: &name,
+                lib: &slice.lib,
+                payload: &folder.join(slice.payload()),
+                raw_bytes: slice.raw_bytes,
+                sha256: &slice.sha256,
+                description: &format!("Part {i} of {}' prebuilt static library ({}: {}).", g.upstream().0, lib.arch, slice.members.join(", ")),
+                system_libs: &["stdc++"],
+                depends_on: &deps,
+                license: &license,
+                link_stubs,
+            };
+            write_crate(g, &dir, &lib_crate)?;
+            let z = dir_size(&dir.join("payload"))?;
+            crates.push((host, Crate { name, dir, raw_bytes: slice.raw_bytes, payload_bytes: z, borrowed: false }));
+        }
     }
     Ok(crates)
 }

@@ -14,6 +14,7 @@ use super::{
     Crate,
 };
 use crate::parts::{Part, Role, GPU_CFG};
+use kiln_manifest::kiln_target::host_object::Host;
 
 /// What the main crate (and the shim, for the features) says about the parts.
 #[derive(Default)]
@@ -35,6 +36,8 @@ pub struct Deps {
     table_parts: Vec<(String, String)>,
     /// `gpus.rs`: the `kiln_gpu` values, with their backend.
     gpus: Vec<(String, kiln_manifest::Backend)>,
+    /// `gpus.rs`: the host CPUs the link parts carry code for (none: no static library).
+    hosts: Vec<&'static str>,
 }
 
 impl Deps {
@@ -63,12 +66,25 @@ impl Deps {
         self.table_parts.push((feature.clone(), folder));
     }
 
-    /// A link part, always on.
-    pub fn link(&mut self, g: &Gen, c: &Crate) {
+    /// A link part of host code for `host`: always on where the library is built
+    /// for one CPU; built for several, each CPU's parts are dependencies only of a
+    /// build for that CPU (`cfg(target_arch)`), so a consumer downloads its own.
+    pub fn link(&mut self, g: &Gen, c: &Crate, host: &'static Host, several: bool) {
         let suffix = c.name.strip_prefix(&format!("{}-", g.main)).unwrap_or(&c.name);
-        let _ = writeln!(self.dependencies, "{} = {{ version = \"{}\", path = \"../parts/{suffix}\" }}", c.name, g.exact);
+        let dep = format!("{} = {{ version = \"{}\", path = \"../parts/{suffix}\" }}", c.name, g.exact);
         // Not referenced from Rust: without `extern crate` rustc would not link it.
-        let _ = writeln!(self.extern_crates, "extern crate {} as _;", lib_name(&c.name));
+        let krate = format!("extern crate {} as _;", lib_name(&c.name));
+        if several {
+            let cfg = format!("target_arch = \"{}\"", host.cpu);
+            let _ = writeln!(self.target_dependencies, "\n[target.'cfg({cfg})'.dependencies]\n{dep}");
+            let _ = writeln!(self.extern_crates, "#[cfg({cfg})]\n{krate}");
+        } else {
+            let _ = writeln!(self.dependencies, "{dep}");
+            let _ = writeln!(self.extern_crates, "{krate}");
+        }
+        if !self.hosts.contains(&host.cpu) {
+            self.hosts.push(host.cpu);
+        }
     }
 }
 
@@ -169,6 +185,8 @@ fn gpus_rs(deps: &Deps) -> String {
         let _ = writeln!(s, "    ({v:?}, {:?}),", backend.as_str());
     }
     s.push_str("];\n");
+    let _ = writeln!(s, "/// The CPUs (`target_arch`) its prebuilt static library has host code for; empty: it has none.");
+    let _ = writeln!(s, "const KILN_HOSTS: [&str; {}] = {:?};", deps.hosts.len(), deps.hosts);
     s
 }
 

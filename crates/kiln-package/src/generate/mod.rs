@@ -42,8 +42,9 @@ pub struct Inputs<'a> {
     pub manifest_json: &'a str,
     /// Each artifact's zstd-compressed bytes, by its manifest path.
     pub payloads: &'a BTreeMap<String, PathBuf>,
-    /// The static library's slices ([`crate::slices::split`]'s folder).
-    pub slices: &'a Path,
+    /// The static library's slices ([`crate::slices::split`]'s folder), per
+    /// host CPU of its `hosts`, in that order (the toolchain's own first).
+    pub slices: &'a [PathBuf],
     /// `libcudart_static.a`, compressed.
     pub cudart_payload: &'a Path,
     /// The main crate name and version of another set's crates whose CUDA
@@ -115,8 +116,10 @@ pub fn generate(inp: &Inputs, out: &Path) -> Result<Vec<Crate>> {
         main_deps.table(&g, part, &c.name);
         crates.push(c);
     }
-    for c in link::slices(&g)? {
-        main_deps.link(&g, &c);
+    let links = link::slices(&g)?;
+    let several = links.iter().any(|(h, _)| *h != links[0].0);
+    for (host, c) in links {
+        main_deps.link(&g, &c, host, several);
         crates.push(c);
     }
     crates.push(link::cudart(&g)?);

@@ -20,7 +20,17 @@ use super::{
 /// it is another set's), and the drop-in.
 pub fn crates(g: &Gen) -> Result<Vec<Crate>> {
     let mut crates = Vec::new();
-    let parts = link::slices(g)?;
+    let mut parts = Vec::new();
+    for (host, c) in link::slices(g)? {
+        if host != kiln_manifest::kiln_target::host_object::BUILD_HOST {
+            anyhow::bail!(
+                "set `{}`: a drop-in of upstream's API links its library's parts on every CPU: build its host code for {} alone",
+                g.inp.set.name,
+                kiln_manifest::kiln_target::host_object::BUILD_HOST.cpu
+            );
+        }
+        parts.push(c);
+    }
     let mut cudart = link::cudart(g)?;
     cudart.borrowed = g.cudart.0 != g.main;
     crates.extend(parts.iter().cloned());

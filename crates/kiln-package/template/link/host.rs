@@ -39,9 +39,9 @@ fn host_mismatch(krate: &str, lib: &str, lib_arch: &str, target_arch: &str, targ
     (lib_arch != target_arch).then(|| {
         format!(
             "{krate}: its prebuilt static library lib{lib}.a holds {lib_arch} code only, and this build is for {target} \
-             ({target_arch}). kiln builds this library's host code for {lib_arch} Linux alone today, so nothing that \
-             depends on candle-kernels' `ffi` (candle-core's CUDA backend does) links on another CPU: build for an \
-             {lib_arch} target. Why, and what is planned: kiln's docs/static-library.md."
+             ({target_arch}). It is the {lib_arch} part of kiln's candle-kernels drop-in, which depends on it only in a build \
+             for {lib_arch} (and on its part for each other CPU it has code for): depend on the drop-in, not on this part. \
+             Which CPUs kiln builds host code for: kiln's docs/static-library.md."
         )
     })
 }

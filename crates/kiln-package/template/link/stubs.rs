@@ -42,11 +42,14 @@ struct StandIns {
 
 /// The build script's entry: the stand-ins on the link path when asked for.
 fn link_stubs(out: &std::path::Path) {
-    for v in [STUBS_ENV, "CUDARC_CUDA_VERSION", "CC"] {
+    let var = |k: &str| std::env::var(k).ok();
+    let target = var("TARGET").unwrap_or_default();
+    let host = var("HOST").unwrap_or_default();
+    let cc_vars = [format!("CC_{target}"), format!("CC_{}", target.replace('-', "_")), "TARGET_CC".into(), "CC".into()];
+    for v in [STUBS_ENV, "CUDARC_CUDA_VERSION"].into_iter().chain(cc_vars.iter().map(String::as_str)) {
         println!("cargo:rerun-if-env-changed={v}");
     }
-    let var = |k: &str| std::env::var(k).ok();
-    let cc = var("CC").unwrap_or_else(|| "cc".into());
+    let cc = target_cc(&target, &host, &var);
     match make_stand_ins(out, LINK_STUBS, var(STUBS_ENV).as_deref(), var("CUDARC_CUDA_VERSION").as_deref(), &cc) {
         Ok(Some(s)) => {
             println!("cargo:rustc-link-search=native={}", s.link.display());
@@ -55,6 +58,22 @@ fn link_stubs(out: &std::path::Path) {
         Ok(None) => {}
         Err(e) => panic!("{e}"),
     }
+}
+
+/// The C compiler for the build's target, as the `cc` crate finds it:
+/// `CC_<target>` (also with `_`), `TARGET_CC`, then `CC` or `cc` for a native
+/// build; for a cross build `<arch>-<os>-<env>-gcc` (Debian's cross gcc:
+/// `aarch64-unknown-linux-gnu` → `aarch64-linux-gnu-gcc`).
+fn target_cc(target: &str, host: &str, var: &dyn Fn(&str) -> Option<String>) -> String {
+    let named = [format!("CC_{target}"), format!("CC_{}", target.replace('-', "_")), "TARGET_CC".into()];
+    if let Some(cc) = named.iter().find_map(|k| var(k)) {
+        return cc;
+    }
+    if target == host || target.is_empty() {
+        return var("CC").unwrap_or_else(|| "cc".into());
+    }
+    let gnu: Vec<&str> = target.split('-').filter(|p| *p != "unknown").collect();
+    format!("{}-gcc", gnu.join("-"))
 }
 
 /// The CUDA majors `table` has stand-ins for, as `12 and 13`.
