@@ -21,7 +21,9 @@ use std::{
 };
 
 pub use arch::{HipArch, Sm, Target};
-pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerImage, RustComponent};
+pub use containers::{
+    with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerClosure, RunnerImage, RustComponent, RUNNERS,
+};
 pub use error::{line_col, PinError, PositionedError};
 pub use raw::SCHEMA;
 pub use reach::{cuda_version, upstream_version, HipCompiler, SassBy};
@@ -329,7 +331,12 @@ pub(crate) fn quote(s: &str) -> String {
 }
 
 pub(crate) fn render_debs(out: &mut String, debs: &[Deb]) {
-    out.push_str("debs = [\n");
+    render_deb_list(out, "debs", debs)
+}
+
+/// `key = [ ...one inline table per package... ]`.
+pub(crate) fn render_deb_list(out: &mut String, key: &str, debs: &[Deb]) {
+    out.push_str(&format!("{key} = [\n"));
     for d in debs {
         out.push_str(&format!(
             "  {{ name = {}, version = {}, arch = {}, size = {}, sha256 = {}, path = {} }},\n",
