@@ -143,7 +143,7 @@ pub fn generate(pins: &Pins) -> Result<Vec<(PathBuf, Vec<u8>)>> {
         let key = image.key;
         let dir = PathBuf::from(DIR).join(key);
         let closure = &closures.runner(key).with_context(|| format!("[containers.{key}.closure] is missing"))?.packages;
-        let hip = crate::hip_runtime(&closure.debs);
+        let hip = closure.hip_runtime();
         let (what, notes, env) = match hip {
             Some(hip) => (
                 format!("kiln's AMD GPU test runner: the HIP runtime ({} {}) and rocminfo, for nextest archives", hip.name, hip.version),

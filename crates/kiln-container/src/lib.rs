@@ -36,12 +36,6 @@ use rootfs::{Extra, Input};
 /// The images, by the key their table has in `[containers]` (each one's folder in containers/).
 pub const IMAGES: [&str; 4] = ["builder", kiln_pins::RUNNERS[0], kiln_pins::RUNNERS[1], kiln_pins::RUNNERS[2]];
 
-/// The HIP runtime among an image's packages (`libamdhip64-<soname major>`),
-/// what kiln-loader dlopens; an image without one is not an AMD runner.
-pub fn hip_runtime(debs: &[kiln_pins::Deb]) -> Option<&kiln_pins::Deb> {
-    debs.iter().find(|d| d.name.strip_prefix("libamdhip64-").is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit())))
-}
-
 /// The `[containers]` table, or an error that says it is missing.
 pub fn containers(pins: &Pins) -> Result<&Containers> {
     pins.containers.as_ref().with_context(|| format!("{} has no [containers] table: see docs/containers.md for what it holds", pins.file.display()))

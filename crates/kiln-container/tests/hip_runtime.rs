@@ -83,7 +83,7 @@ fn runtimes() -> Vec<Runtime> {
     let mut out = Vec::new();
     for image in &containers.runners {
         let runner = closures.runner(image.key).unwrap();
-        let Some(hip) = kiln_container::hip_runtime(&runner.packages.debs) else { continue };
+        let Some(hip) = runner.packages.hip_runtime() else { continue };
         let headers: Vec<&Deb> = runner.headers.iter().filter(|d| d.name == "libamdhip64-dev").collect();
         assert!(
             matches!(headers.as_slice(), [h] if h.version == hip.version),

@@ -196,6 +196,21 @@ pub struct Closure {
     pub debs: Vec<Deb>,
 }
 
+impl Closure {
+    /// The HIP runtime among the packages (`libamdhip64-<soname major>`),
+    /// what kiln-loader dlopens; an image without one is not an AMD runner.
+    pub fn hip_runtime(&self) -> Option<&Deb> {
+        self.debs.iter().find(|d| d.name.strip_prefix("libamdhip64-").is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit())))
+    }
+
+    /// The ROCm release of [`Closure::hip_runtime`] (`7.2.4-1~exp2` → (7, 2)): HIP's version is ROCm's.
+    pub fn hip_rocm(&self) -> Option<(u32, u32)> {
+        let v = upstream_version(&self.hip_runtime()?.version);
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+        Some((parts.next()??, parts.next()??))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Deb {
     pub name: String,
