@@ -169,3 +169,24 @@ fn a_pin_file_without_the_table_still_loads() {
     let p = Pins::parse(Path::new("pins.toml"), &head[..cut]).unwrap();
     assert!(p.containers.is_none());
 }
+
+/// The cross compilers' generated closures (`[toolchain.cross.<cpu>.closure]`,
+/// `pins update --cross-only`) render back to the pin file's own text; the
+/// other generators keep them; and a pin file without them gains them in
+/// their place, between the toolchain's closure and the containers'.
+#[test]
+fn cross_closures_round_trip_and_survive_the_other_generators() {
+    let (path, text) = real();
+    let pins = Pins::parse(&path, &text).unwrap();
+    let cross: Vec<(String, kiln_pins::Closure)> =
+        pins.toolchain.cross.iter().map(|c| (c.cpu.clone(), c.closure.clone().expect("generated"))).collect();
+    assert!(!cross.is_empty(), "pins.toml pins a cross compiler");
+    assert_eq!(kiln_pins::with_cross(&text, &cross), text);
+    assert_eq!(kiln_pins::with_closure(&text, pins.closure().unwrap()), text, "pins update keeps them");
+    let bare = kiln_pins::with_cross(&text, &[]);
+    assert!(!bare.contains("[toolchain.cross.aarch64.closure]") && bare.contains("[containers.builder.closure]"), "{bare}");
+    assert_eq!(kiln_pins::with_cross(&bare, &cross), text, "added back in their place");
+    // A cross host the toolchain does not know is refused where it is written.
+    let e = Pins::parse(Path::new("pins.toml"), &text.replace("[toolchain.cross.aarch64", "[toolchain.cross.riscv64")).unwrap_err();
+    assert!(e.message.contains("`riscv64` is not a host CPU kiln builds cross host code for"), "{e}");
+}
