@@ -65,14 +65,14 @@ pub fn run(pins_path: &Path, mut args: Container) -> Result<()> {
 /// `--update` (kiln_container::resolve::update), and what it resolved.
 pub fn update(path: &Path, pins: &Pins, cache: &Cache) -> Result<Pins> {
     let (pins, closures) = kiln_container::resolve::update(path, pins, cache, &|l| crate::say(l))?;
+    let runners: Vec<String> = closures.runners.iter().map(|r| format!("{} {} packages", r.key, r.packages.debs.len())).collect();
     println!(
-        "{}: builder +{} packages, Rust {} ({} archives); rocm {} packages; cuda {} packages",
+        "{}: builder +{} packages, Rust {} ({} archives); {}",
         path.display(),
         closures.builder.debs.len(),
         kiln_container::containers(&pins)?.builder.rust,
         closures.rust.len(),
-        closures.rocm.debs.len(),
-        closures.cuda.debs.len()
+        runners.join("; ")
     );
     Ok(pins)
 }

@@ -139,22 +139,21 @@ pub fn generate(pins: &Pins) -> Result<Vec<(PathBuf, Vec<u8>)>> {
     files.push((dir.join("Containerfile"), containerfile.into_bytes()));
 
     // The runners.
-    for (key, image) in c.runners() {
+    for image in &c.runners {
+        let key = image.key;
         let dir = PathBuf::from(DIR).join(key);
-        let closure = match key {
-            "rocm" => &closures.rocm,
-            _ => &closures.cuda,
-        };
-        let (what, notes, env) = match key {
-            "rocm" => (
-                "kiln's AMD GPU test runner: the HIP runtime (libamdhip64) and rocminfo, for nextest archives",
+        let closure = &closures.runner(key).with_context(|| format!("[containers.{key}.closure] is missing"))?.packages;
+        let hip = closure.hip_runtime();
+        let (what, notes, env) = match hip {
+            Some(hip) => (
+                format!("kiln's AMD GPU test runner: the HIP runtime ({} {}) and rocminfo, for nextest archives", hip.name, hip.version),
                 "# Runs a nextest archive on an AMD GPU. The host passes the GPU in:\n\
 #   --device /dev/kfd --device /dev/dri/renderD<N> --group-add <gid of each>\n\
 # (the HIP runtime opens them); docs/containers.md.\n",
                 "",
             ),
-            _ => (
-                "kiln's NVIDIA GPU test runner: glibc only; the driver comes from the NVIDIA container toolkit",
+            None => (
+                "kiln's NVIDIA GPU test runner: glibc only; the driver comes from the NVIDIA container toolkit".to_string(),
                 "# Runs a nextest archive on an NVIDIA GPU. Nothing of CUDA is installed: the\n\
 # NVIDIA container toolkit mounts the host driver's libcuda.so.1 in\n\
 # (docker run --gpus all, or podman run --device nvidia.com/gpu=all with CDI),\n\
@@ -180,7 +179,7 @@ ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility\n",
             text.push('\n');
         }
         text.push_str(env);
-        text.push_str(&label(key, &image.name, what));
+        text.push_str(&label(key, &image.name, &what));
         files.push((dir.join("Containerfile"), text.into_bytes()));
     }
     Ok(files)

@@ -6,7 +6,8 @@
 //!   pinned Rust, so that `cargo xtask dist` runs inside it. [`build`] writes
 //!   it without a container engine, as a deterministic tar ([`rootfs`]) and an
 //!   OCI image layout ([`oci`]): two builds give the same digest.
-//! - `kiln-runner-rocm`, `kiln-runner-cuda`: what GPU test jobs run in.
+//! - `kiln-runner-rocm` (HIP 5.7), `kiln-runner-rocm7` (HIP 7, for what HIP
+//!   5.7 cannot load), `kiln-runner-cuda`: what GPU test jobs run in.
 //!
 //! Every image also has a Containerfile under `containers/` ([`containerfile`]),
 //! generated from the same pins, for building with podman or docker.
@@ -32,8 +33,8 @@ use kiln_toolchain::{
 };
 use rootfs::{Extra, Input};
 
-/// The images, by the key their table has in `[containers]`.
-pub const IMAGES: &[&str] = &["builder", "rocm", "cuda"];
+/// The images, by the key their table has in `[containers]` (each one's folder in containers/).
+pub const IMAGES: [&str; 4] = ["builder", kiln_pins::RUNNERS[0], kiln_pins::RUNNERS[1], kiln_pins::RUNNERS[2]];
 
 /// The `[containers]` table, or an error that says it is missing.
 pub fn containers(pins: &Pins) -> Result<&Containers> {

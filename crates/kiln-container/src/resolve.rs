@@ -9,7 +9,7 @@
 use std::{fs, path::Path};
 
 use anyhow::{bail, Context, Result};
-use kiln_pins::{Closure, ContainerClosures, ImagePackages, Pins, RustComponent};
+use kiln_pins::{Closure, ContainerClosures, ImagePackages, Pins, RunnerClosure, RustComponent};
 use kiln_toolchain::{fetch, resolve, sysroot, Cache};
 
 use crate::containers;
@@ -54,20 +54,27 @@ pub fn resolve(cache: &Cache, pins: &Pins, say: &dyn Fn(String)) -> Result<Conta
         resolve::resolve_on_top(cache, pins, &roots(b), &b.exclude, "pins.toml [containers.builder].exclude", toolchain, say)?
     };
     let mut runners = Vec::new();
-    for (key, image) in c.runners() {
-        let p = &image.packages;
-        if p.include.is_empty() {
-            runners.push(Closure { debs: Vec::new() });
-            continue;
-        }
-        say(format!("{}: {}", image.name, roots(p).join(" ")));
-        let debs = resolve::resolve_packages(cache, pins, &roots(p), &p.exclude, &format!("pins.toml [containers.{key}].exclude"), say)?;
-        runners.push(Closure { debs: debs.into_iter().map(|r| r.deb).collect() });
+    for image in &c.runners {
+        let (key, p) = (image.key, &image.packages);
+        let packages = if p.include.is_empty() {
+            Closure { debs: Vec::new() }
+        } else {
+            say(format!("{}: {}", image.name, roots(p).join(" ")));
+            let where_excluded = format!("pins.toml [containers.{key}].exclude");
+            let debs = resolve::resolve_packages_in(cache, pins, &image.suites, &roots(p), &p.exclude, &where_excluded, say)?;
+            Closure { debs: debs.into_iter().map(|r| r.deb).collect() }
+        };
+        let headers = if image.headers.is_empty() {
+            Vec::new()
+        } else {
+            let wanted: Vec<String> = image.headers.iter().map(|r| r.apt()).collect();
+            say(format!("{} headers (not installed): {}", image.name, wanted.join(" ")));
+            resolve::package_records(cache, pins, &image.suites, &wanted)?
+        };
+        runners.push(RunnerClosure { key: key.to_string(), packages, headers });
     }
     let rust = rust_release(cache, &c.builder.rust, say)?;
-    let cuda = runners.pop().unwrap();
-    let rocm = runners.pop().unwrap();
-    Ok(ContainerClosures { toolchain: sysroot::identity(toolchain), builder, rust, rocm, cuda })
+    Ok(ContainerClosures { toolchain: sysroot::identity(toolchain), builder, rust, runners })
 }
 
 /// The archives of Rust `version` for [`RUST_TARGET`], each downloaded and checked.

@@ -54,9 +54,17 @@ fn every_listed_package_is_a_pinned_one_in_unpack_order() {
     let record = get("containers/builder/rootfs/.kiln/sysroot.json");
     let record: kiln_toolchain::sysroot::Record = serde_json::from_str(&record).unwrap();
     assert_eq!(record, kiln_toolchain::sysroot::record(pins.closure().unwrap()), "the builder carries the sysroot's own record");
-    let rocm = get("containers/rocm/packages.txt");
-    for d in &closures.rocm.debs {
-        assert!(rocm.contains(&format!("{} {} {}", d.sha256, d.size, d.path)), "{} is not listed", d.name);
+    for key in ["rocm", "rocm7"] {
+        let listed = get(&format!("containers/{key}/packages.txt"));
+        let runner = closures.runner(key).unwrap();
+        for d in &runner.packages.debs {
+            assert!(listed.contains(&format!("{} {} {}", d.sha256, d.size, d.path)), "{} is not listed for {key}", d.name);
+        }
+        // The headers pinned beside the image are read by the structural checks, never installed.
+        assert!(!runner.headers.is_empty(), "{key} pins its runtime's headers");
+        for d in &runner.headers {
+            assert!(!listed.contains(&d.sha256), "{key} installs its header package {}", d.name);
+        }
     }
     assert!(!files.iter().any(|(f, _)| f == Path::new("containers/cuda/packages.txt")), "the CUDA runner installs nothing");
 }

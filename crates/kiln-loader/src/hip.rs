@@ -20,18 +20,46 @@ use crate::error::{Error, Result};
 pub const LIBRARY_ENV: &str = "KILN_HIP_LIBRARY";
 
 type HipError = c_int;
-const HIP_SUCCESS: HipError = 0;
-const HIP_ERROR_NO_DEVICE: HipError = 100;
-const HIP_ERROR_INVALID_DEVICE: HipError = 101;
 
-/// Where `gcnArchName` sits in each `hipDeviceProp_t` layout (checked against
-/// the ROCm 5.2 header here, and computed from ROCm 6's for R0600).
-const R0600_GCN_ARCH_OFFSET: usize = 1160;
-const R0000_GCN_ARCH_OFFSET: usize = 396;
-const GCN_ARCH_LEN: usize = 256;
-/// Far larger than either layout (1472 and 792 bytes), so that a runtime
-/// writing a bigger struct than we know cannot write past the buffer.
-const PROPS_BUFFER: usize = 16 * 1024;
+/// The `hipError_t` values the binding tells apart, by the name HIP's header
+/// (`hip/hip_runtime_api.h`) gives them. Checked against each runner image's
+/// HIP headers by crates/kiln-container/tests/hip_runtime.rs.
+pub const ERROR_CODES: [(&str, c_int); 3] = [("hipSuccess", 0), ("hipErrorNoDevice", 100), ("hipErrorInvalidDevice", 101)];
+const HIP_SUCCESS: HipError = ERROR_CODES[0].1;
+const HIP_ERROR_NO_DEVICE: HipError = ERROR_CODES[1].1;
+const HIP_ERROR_INVALID_DEVICE: HipError = ERROR_CODES[2].1;
+
+/// A call that fills a `hipDeviceProp_t`, and where the binding reads the
+/// device's `gcnArchName` in what it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PropertiesCall {
+    /// The exported function, `hipError_t f(<c_struct> *, int device)`.
+    pub symbol: &'static str,
+    /// The struct the runtime's own header declares that function with.
+    pub c_struct: &'static str,
+    /// `offsetof(c_struct, gcnArchName)`.
+    pub gcn_arch_name_offset: usize,
+    /// `sizeof(((c_struct *)0)->gcnArchName)`.
+    pub gcn_arch_name_len: usize,
+}
+
+/// The arch-name calls in the binding's order of preference: the first one
+/// the library exports is used. ROCm 6 changed the struct and kept the plain
+/// symbol for the old layout (its headers call that `hipDeviceProp_tR0000` and
+/// make `hipGetDeviceProperties` a macro for the R0600 call); ROCm 5's header
+/// has only `hipDeviceProp_t`. Each runner image's library and headers are
+/// checked against this table (crates/kiln-container/tests/hip_runtime.rs).
+pub const PROPERTIES_CALLS: [PropertiesCall; 2] = [
+    PropertiesCall { symbol: "hipGetDevicePropertiesR0600", c_struct: "hipDeviceProp_tR0600", gcn_arch_name_offset: 1160, gcn_arch_name_len: 256 },
+    PropertiesCall { symbol: "hipGetDeviceProperties", c_struct: "hipDeviceProp_t", gcn_arch_name_offset: 396, gcn_arch_name_len: 256 },
+];
+
+/// The buffer a properties call writes into: far larger than either layout
+/// (1472 and 792 bytes), so that a runtime writing a bigger struct than we
+/// know cannot write past it.
+pub const PROPS_BUFFER: usize = 16 * 1024;
+
+type PropertiesFn = unsafe extern "C" fn(*mut c_void, c_int) -> HipError;
 
 /// The resolved entry points. Plain function pointers, copied out of the
 /// library, which `Api` keeps loaded for as long as the process lives.
@@ -72,13 +100,12 @@ struct Api {
         *mut *mut c_void,
         *mut *mut c_void,
     ) -> HipError,
-    /// ROCm 6+: the layout with `gcnArchName` at `R0600_GCN_ARCH_OFFSET`.
-    hipGetDevicePropertiesR0600: Option<unsafe extern "C" fn(*mut c_void, c_int) -> HipError>,
-    /// ROCm 5: the only properties call, with the older layout.
-    hipGetDeviceProperties: Option<unsafe extern "C" fn(*mut c_void, c_int) -> HipError>,
+    /// The first of [`PROPERTIES_CALLS`] the library exports.
+    properties: Option<(&'static PropertiesCall, PropertiesFn)>,
 }
 
-/// The symbols `Api` must have; a library lacking one is refused.
+/// The symbols `Api` must have (its `sym!`s: a unit test holds the two
+/// together); a library lacking one is refused.
 pub const REQUIRED_SYMBOLS: &[&str] = &[
     "hipInit",
     "hipDriverGetVersion",
@@ -153,12 +180,10 @@ fn bind(path: &str, library: libloading::Library) -> std::result::Result<Api, Er
             })?
         };
     }
-    macro_rules! opt {
-        ($name:literal) => {
-            // SAFETY: as above.
-            unsafe { library.get($name.as_bytes()) }.ok().map(|s| *s)
-        };
-    }
+    let properties = PROPERTIES_CALLS.iter().find_map(|call| {
+        // SAFETY: every call of the table has the C signature `PropertiesFn`.
+        unsafe { library.get::<PropertiesFn>(call.symbol.as_bytes()) }.ok().map(|f| (call, *f))
+    });
     Ok(Api {
         path: path.to_string(),
         hipInit: sym!("hipInit"),
@@ -179,8 +204,7 @@ fn bind(path: &str, library: libloading::Library) -> std::result::Result<Api, Er
         hipModuleUnload: sym!("hipModuleUnload"),
         hipModuleGetFunction: sym!("hipModuleGetFunction"),
         hipModuleLaunchKernel: sym!("hipModuleLaunchKernel"),
-        hipGetDevicePropertiesR0600: opt!("hipGetDevicePropertiesR0600"),
-        hipGetDeviceProperties: opt!("hipGetDeviceProperties"),
+        properties,
         _library: library,
     })
 }
@@ -252,11 +276,11 @@ impl Api {
     /// than the struct. The result must read as an AMD processor name, or it
     /// is refused rather than trusted.
     fn arch_name(&self, ordinal: c_int) -> std::result::Result<String, String> {
-        let (call, offset) = match (self.hipGetDevicePropertiesR0600, self.hipGetDeviceProperties) {
-            (Some(f), _) => (f, R0600_GCN_ARCH_OFFSET),
-            (None, Some(f)) => (f, R0000_GCN_ARCH_OFFSET),
-            (None, None) => return Err(format!("{} has neither hipGetDevicePropertiesR0600 nor hipGetDeviceProperties", self.path)),
+        let Some((layout, call)) = self.properties else {
+            let names: Vec<&str> = PROPERTIES_CALLS.iter().map(|c| c.symbol).collect();
+            return Err(format!("{} has none of {}", self.path, names.join(", ")));
         };
+        let (offset, len) = (layout.gcn_arch_name_offset, layout.gcn_arch_name_len);
         let mut props = vec![0u64; PROPS_BUFFER / 8];
         // SAFETY: the buffer is larger than any hipDeviceProp_t layout and 8-byte aligned.
         let code = unsafe { call(props.as_mut_ptr().cast(), ordinal) };
@@ -265,8 +289,8 @@ impl Api {
             return Err(format!("hipGetDeviceProperties failed: {} {}", f.name, f.message));
         }
         let bytes: &[u8] = crate::args::as_bytes(&props);
-        let field = &bytes[offset..offset + GCN_ARCH_LEN];
-        let end = field.iter().position(|&b| b == 0).unwrap_or(GCN_ARCH_LEN);
+        let field = &bytes[offset..offset + len];
+        let end = field.iter().position(|&b| b == 0).unwrap_or(len);
         let name = String::from_utf8_lossy(&field[..end]).into_owned();
         match DeviceArch::parse(&name) {
             Ok(DeviceArch::Hip { .. }) => Ok(name),
@@ -521,6 +545,18 @@ mod tests {
         assert!(load_hint(&hsaco("gfx10-3-generic"), &dev).contains("ROCm loads those from 6.4 on"));
         // The device's own object refused: no override to suggest.
         assert_eq!(load_hint(&hsaco("gfx1031"), &dev), "");
+    }
+
+    #[test]
+    fn the_required_symbols_are_the_ones_the_binding_resolves() {
+        // `REQUIRED_SYMBOLS` is what the structural checks hold each runner
+        // image's library to: it must be exactly the `sym!`s of `bind`.
+        let src = include_str!("hip.rs");
+        let body = &src[src.find("fn bind(").unwrap()..src.find("fn api()").unwrap()];
+        let bound: Vec<&str> = body.split("sym!(\"").skip(1).map(|rest| &rest[..rest.find('"').unwrap()]).collect();
+        assert_eq!(bound, REQUIRED_SYMBOLS, "hip.rs: bind's sym! list and REQUIRED_SYMBOLS differ");
+        // Every layout fits the buffer the call writes into.
+        assert!(PROPERTIES_CALLS.iter().all(|c| c.gcn_arch_name_offset + c.gcn_arch_name_len <= PROPS_BUFFER));
     }
 
     #[test]

@@ -217,6 +217,8 @@ pub struct Leg {
     /// Labels beyond the ones every leg gets (see [`Leg::runs_on`]).
     pub labels: Vec<String>,
     pub image: Image,
+    /// The `images` entry `image` came from (`hip`, `rocm7`), or `None` when the leg writes it out.
+    pub image_key: Option<String>,
     /// nextest `--partition count:K/N` with N = this.
     pub partitions: u32,
     pub timeout_minutes: u32,
@@ -249,6 +251,44 @@ impl Leg {
     }
 }
 
+/// Every leg's image is a runner image of the pin file's `[containers]`
+/// (`<registry>/<name>`), and a leg for an LLVM generic target runs in one
+/// whose HIP runtime loads code object v6 (kiln-target's `GENERIC_ROCM`).
+fn check_images(path: &Path, matrix: &Matrix, containers: &kiln_pins::Containers, pins_file: &Path) -> Result<(), MatrixError> {
+    let closures = containers.closures(pins_file).ok();
+    for leg in &matrix.legs {
+        let runner = containers.runners.iter().find(|r| format!("{}/{}", containers.registry, r.name) == leg.image.name);
+        let Some(runner) = runner else {
+            let known: Vec<String> = containers.runners.iter().map(|r| format!("{}/{}", containers.registry, r.name)).collect();
+            return Err(MatrixError::new(
+                path,
+                leg.line,
+                1,
+                format!("the `{}` leg's image `{}` is not a runner image of [containers]", leg.arch, leg.image.name),
+            )
+            .help(format!("the runner images are {} (docs/containers.md)", known.join(", "))));
+        };
+        let generic = matches!(&leg.arch, Arch::Hip(a) if kiln_target::gfx(a.as_str()).is_some_and(|g| g.is_generic()));
+        let rocm = closures.as_ref().and_then(|c| c.runner(runner.key)).and_then(|c| c.packages.hip_rocm());
+        if let (true, Some(rocm)) = (generic, rocm) {
+            let need = kiln_target::GENERIC_ROCM;
+            if rocm < need {
+                return Err(MatrixError::new(
+                    path,
+                    leg.line,
+                    1,
+                    format!(
+                        "the `{}` leg runs in {} (HIP {}.{}), which cannot load a generic target's code object v6 (ROCm >= {}.{})",
+                        leg.arch, runner.name, rocm.0, rocm.1, need.0, need.1
+                    ),
+                )
+                .help("give it an image whose HIP runtime is new enough (`image: rocm7`; docs/runners.md)"));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Matrix {
     /// Reads `path` and checks it against the pin file's targets.
     pub fn load(path: &Path, pins: &kiln_pins::Pins) -> Result<Matrix, MatrixError> {
@@ -256,7 +296,11 @@ impl Matrix {
             MatrixError::whole(path, format!("cannot read the runner matrix: {e}"))
                 .help(format!("kiln expects it at `{FILE}` in the repository root"))
         })?;
-        Matrix::parse(path, &text, &pins.file, &pins.targets)
+        let matrix = Matrix::parse(path, &text, &pins.file, &pins.targets)?;
+        if let Some(containers) = &pins.containers {
+            check_images(path, &matrix, containers, &pins.file)?;
+        }
+        Ok(matrix)
     }
 
     /// Parses matrix text. `path` and `pins_file` are only used in messages;

@@ -180,15 +180,15 @@ pub(crate) fn parse(path: &Path, text: &str, pins_file: &Path, targets: &Targets
         Some(node) => tests(&cx, node)?,
         None => Tests::default(),
     };
-    let (hip_image, cuda_image) = match top.get("images") {
+    let images = match top.get("images") {
         Some(node) => images(&cx, node)?,
-        None => (None, None),
+        None => Vec::new(),
     };
 
     let legs_node = top.require(&cx, "legs")?;
     let mut legs: Vec<Leg> = Vec::new();
     for node in seq(&cx, legs_node, "`legs`")? {
-        let leg = leg(&cx, node, &hip_image, &cuda_image, pins_file, targets)?;
+        let leg = leg(&cx, node, &images, pins_file, targets)?;
         if let Some(first) = legs.iter().find(|l| l.arch == leg.arch) {
             let arch_node = Fields::new(&cx, node, "a leg", LEG_KEYS)?.require(&cx, "arch")?;
             return Err(cx
@@ -196,6 +196,14 @@ pub(crate) fn parse(path: &Path, text: &str, pins_file: &Path, targets: &Targets
                 .help("one leg per arch: merge the two (more partitions, extra labels) or remove one"));
         }
         legs.push(leg);
+    }
+    // A named image no leg runs in (a backend's default may go unused).
+    for (key, _, key_node) in images.iter().filter(|(k, _, _)| k != "hip" && k != "cuda") {
+        if !legs.iter().any(|l| l.image_key.as_deref() == Some(key.as_str())) {
+            return Err(cx
+                .at(key_node, format!("`images.{key}` is the image of no leg"))
+                .help("remove it, or name it in a leg's `image` (a misspelt key lands here too)"));
+        }
     }
     if legs.is_empty() {
         return Err(cx.at(legs_node, "`legs` is empty: the workflow would test nothing on a GPU"));
@@ -339,11 +347,28 @@ fn tests(cx: &Cx, node: &Node) -> Result<Tests, MatrixError> {
     Ok(Tests { filter })
 }
 
-fn images(cx: &Cx, node: &Node) -> Result<(Option<Image>, Option<Image>), MatrixError> {
-    let f = Fields::new(cx, node, "`images`", &["hip", "cuda"])?;
-    let hip = f.get("hip").map(|n| image(cx, n, "`images.hip`")).transpose()?;
-    let cuda = f.get("cuda").map(|n| image(cx, n, "`images.cuda`")).transpose()?;
-    Ok((hip, cuda))
+/// `images:`: `hip` and `cuda`, each the default of its backend's legs, and
+/// any other name a leg's `image` may name (`image: rocm7`), so that an
+/// image's digest is written once however many legs run in it.
+type Images<'y, 'a> = Vec<(String, Image, &'y Node<'a>)>;
+
+fn images<'y, 'a>(cx: &Cx, node: &'y Node<'a>) -> Result<Images<'y, 'a>, MatrixError> {
+    let YamlData::Mapping(map) = &node.data else {
+        return Err(cx.at(node, format!("`images` must be a mapping (`name: image@sha256:...` lines), not {}", kind(node))));
+    };
+    let mut out: Images = Vec::new();
+    for (k, v) in map.iter() {
+        let key = match &k.data {
+            YamlData::Value(Scalar::String(s)) => s.to_string(),
+            _ => return Err(cx.at(k, format!("keys in `images` are names, not {}", kind(k)))),
+        };
+        if !(plain(&key) && key.starts_with(|c: char| c.is_ascii_lowercase())) || key.contains('@') {
+            return Err(cx.at(k, format!("`{key}` is not an image's name in `images` (lowercase letters, digits, `.`, `_`, `-`)")));
+        }
+        let image = image(cx, v, &format!("`images.{key}`"))?;
+        out.push((key, image, k));
+    }
+    Ok(out)
 }
 
 fn image(cx: &Cx, node: &Node, what: &str) -> Result<Image, MatrixError> {
@@ -373,7 +398,7 @@ fn image(cx: &Cx, node: &Node, what: &str) -> Result<Image, MatrixError> {
 
 const LEG_KEYS: &[&str] = &["arch", "backend", "status", "labels", "image", "partitions", "timeout-minutes", "env"];
 
-fn leg(cx: &Cx, node: &Node, hip_image: &Option<Image>, cuda_image: &Option<Image>, pins_file: &Path, targets: &Targets) -> Result<Leg, MatrixError> {
+fn leg(cx: &Cx, node: &Node, images: &Images, pins_file: &Path, targets: &Targets) -> Result<Leg, MatrixError> {
     let f = Fields::new(cx, node, "a leg", LEG_KEYS)?;
 
     let arch_node = f.require(cx, "arch")?;
@@ -427,17 +452,26 @@ fn leg(cx: &Cx, node: &Node, hip_image: &Option<Image>, cuda_image: &Option<Imag
         }
     }
 
-    let image = match f.get("image") {
-        Some(n) => image(cx, n, "`image`")?,
+    let named = |key: &str| images.iter().find(|(k, _, _)| k == key).map(|(_, i, _)| i.clone());
+    let (image, image_key) = match f.get("image") {
+        Some(n) if matches!(&n.data, YamlData::Value(Scalar::String(s)) if !s.contains('@')) => {
+            let key = string(cx, n, "`image`")?;
+            let image = named(&key).ok_or_else(|| {
+                let known: Vec<&str> = images.iter().map(|(k, _, _)| k.as_str()).collect();
+                cx.at(n, format!("`image: {key}` names no entry of `images` (it has: {})", known.join(", ")))
+                    .help("name an entry of `images`, or write the image itself as `name@sha256:<digest>`")
+            })?;
+            (image, Some(key))
+        }
+        Some(n) => (image(cx, n, "`image`")?, None),
         None => {
-            let default = match backend {
-                Backend::Hip => hip_image,
-                Backend::Cuda => cuda_image,
-            };
-            default.clone().ok_or_else(|| {
+            let key = backend.to_string();
+            let default = named(&key);
+            let image = default.ok_or_else(|| {
                 cx.at(node, format!("the `{name}` leg has no `image`, and `images.{backend}` is not set"))
                     .help(format!("set `images.{backend}` (the default for every {backend} leg) or this leg's `image`"))
-            })?
+            })?;
+            (image, Some(key))
         }
     };
     if status == Status::Active && image.is_placeholder() {
@@ -483,7 +517,7 @@ fn leg(cx: &Cx, node: &Node, hip_image: &Option<Image>, cuda_image: &Option<Imag
         }
     }
 
-    Ok(Leg { arch, status, labels, image, partitions, timeout_minutes, env, line: node.span.start.line() })
+    Ok(Leg { arch, status, labels, image, image_key, partitions, timeout_minutes, env, line: node.span.start.line() })
 }
 
 /// `env:` is the one mapping whose keys are free, so [`Fields::new`] (which

@@ -29,6 +29,43 @@ fn the_checked_in_workflows_are_what_the_matrix_generates() {
 }
 
 #[test]
+fn legs_run_in_the_pinned_runner_images_and_generic_legs_in_one_that_loads_them() {
+    let root = root();
+    let pins = kiln_pins::Pins::load(&root.join("pins.toml")).unwrap();
+    let m = repository_matrix();
+    let image_of = |arch: &str| m.legs.iter().find(|l| l.arch.name() == arch).unwrap().image.name.clone();
+    // What HIP 5.7 cannot load runs in the HIP 7 image, the rest in the HIP 5.7 one.
+    for arch in ["gfx1152", "gfx1153", "gfx10-3-generic", "gfx11-generic", "gfx12-generic", "gfx9-4-generic", "gfx1200", "gfx1201", "gfx950"] {
+        assert_eq!(image_of(arch), "ghcr.io/kiln-gpu/kiln-runner-rocm7", "{arch}");
+    }
+    for arch in ["gfx1030", "gfx1100", "gfx90a", "gfx942"] {
+        assert_eq!(image_of(arch), "ghcr.io/kiln-gpu/kiln-runner-rocm", "{arch}");
+    }
+    let text = std::fs::read_to_string(root.join(kiln_matrix::FILE)).unwrap();
+    let load = |edited: String| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("matrix.yaml");
+        std::fs::write(&path, &edited).unwrap();
+        Matrix::load(&path, &pins).map(|_| ()).unwrap_err()
+    };
+    // A generic target's leg on the HIP 5.7 image: refused, naming the ROCm it needs.
+    let leg = "  - arch: gfx11-generic\n    backend: hip\n    status: awaiting-runner\n    image: rocm7\n";
+    assert!(text.contains(leg), "the fixture edit no longer applies to ci/matrix.yaml");
+    let e = load(text.replacen(leg, "  - arch: gfx11-generic\n    backend: hip\n    status: awaiting-runner\n    image: hip\n", 1));
+    assert!(
+        e.message.contains(
+            "the `gfx11-generic` leg runs in kiln-runner-rocm (HIP 5.7), which cannot load a generic target's code object v6 (ROCm >= 6.4)"
+        ),
+        "{e}"
+    );
+    assert_eq!(e.line, text[..text.find(leg).unwrap()].matches('\n').count() + 1, "{e}");
+    // An image that is not one of pins.toml's runners.
+    let e = load(text.replacen("ghcr.io/kiln-gpu/kiln-runner-rocm7@", "ghcr.io/kiln-gpu/kiln-runner-rocm8@", 1));
+    assert!(e.message.contains("image `ghcr.io/kiln-gpu/kiln-runner-rocm8` is not a runner image of [containers]"), "{e}");
+    assert!(e.help.as_deref().unwrap_or("").contains("ghcr.io/kiln-gpu/kiln-runner-rocm7"), "{e}");
+}
+
+#[test]
 fn the_repository_matrix_tests_every_pinned_amd_arch() {
     let m = repository_matrix();
     let root = root();

@@ -219,11 +219,40 @@ fn images_must_be_pinned_by_digest_and_placeholders_only_on_waiting_legs() {
     assert!(m.legs[0].image.is_placeholder() && m.legs[1].image.is_placeholder());
     assert!(!m.legs[2].image.is_placeholder());
 
+    // A misspelt default is a named image no leg uses.
     let text = good().replacen("images:\n  hip:", "images:\n  rocm:", 1);
-    assert!(parse(&text).unwrap_err().message.contains("unknown key `rocm` in `images`"));
+    let e = parse(&text).unwrap_err();
+    assert!(e.message.contains("the `gfx1030` leg has no `image`, and `images.hip` is not set"), "{e}");
     let text = good().replacen(&format!("  hip: ghcr.io/kiln-gpu/kiln-runner-rocm@sha256:{DIGEST}\n"), "", 1);
     let e = parse(&text).unwrap_err();
     assert!(e.message.contains("the `gfx1030` leg has no `image`, and `images.hip` is not set"), "{e}");
+}
+
+#[test]
+fn a_leg_names_an_image_of_images_once_its_digest_is_written_there() {
+    let other = format!("  rocm7: ghcr.io/kiln-gpu/kiln-runner-rocm7@sha256:{DIGEST}\n");
+    let with_named = |leg_image: &str| {
+        good().replacen("images:\n", &format!("images:\n{other}"), 1).replacen(
+            "    backend: hip\n    status: active\n",
+            &format!("    backend: hip\n    status: active\n    image: {leg_image}\n"),
+            1,
+        )
+    };
+    let m = parse(&with_named("rocm7")).unwrap();
+    assert_eq!(m.legs[0].image.name, "ghcr.io/kiln-gpu/kiln-runner-rocm7");
+    assert_eq!(m.legs[0].image_key.as_deref(), Some("rocm7"));
+    assert_eq!(m.legs[1].image_key.as_deref(), Some(m.legs[1].arch.backend().to_string().as_str()), "the backend's default");
+
+    let text = with_named("rocm8");
+    let e = parse(&text).unwrap_err();
+    assert!(e.message.contains("`image: rocm8` names no entry of `images` (it has: rocm7, hip, cuda)"), "{e}");
+    assert_eq!(e.line, line_in(&text, "image: rocm8"), "{e}");
+
+    // A named image no leg runs in is a mistake (a misspelt key, a leg that lost its `image`).
+    let text = good().replacen("images:\n", &format!("images:\n{other}"), 1);
+    let e = parse(&text).unwrap_err();
+    assert!(e.message.contains("`images.rocm7` is the image of no leg"), "{e}");
+    assert_eq!(e.line, line_in(&text, "  rocm7:"), "{e}");
 }
 
 #[test]

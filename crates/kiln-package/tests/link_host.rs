@@ -6,6 +6,7 @@
 use std::{fs, path::PathBuf, process::Command};
 
 include!("../template/link/host.rs");
+include!("../template/main/src/hosts.rs");
 
 fn temp(label: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("link-host-{label}-{}", std::process::id()));
@@ -70,4 +71,17 @@ fn bytes_that_are_not_an_archive_of_elf_objects_are_named_not_guessed() {
     let mut cut = archive_of("a.o", &[0x7f; 40]);
     cut.truncate(70);
     assert!(library_arch(&cut).unwrap_err().contains("runs past the end"));
+}
+
+/// The main crate's build script refuses a CPU its static library has no host
+/// code for, naming the CPUs it has (issue 33: "a host kiln built no code for").
+#[test]
+fn the_main_crate_refuses_a_cpu_its_library_has_no_host_code_for() {
+    let hosts = ["x86_64", "aarch64"];
+    assert_eq!(host_refusal("kiln-x 1.0", "x86_64-unknown-linux-gnu", "x86_64", &hosts), None);
+    assert_eq!(host_refusal("kiln-x 1.0", "aarch64-unknown-linux-gnu", "aarch64", &hosts), None);
+    let why = host_refusal("kiln-x 1.0", "riscv64gc-unknown-linux-gnu", "riscv64", &hosts).expect("riscv64 refused");
+    assert!(why.starts_with("kiln-x 1.0: this build is for riscv64gc-unknown-linux-gnu (riscv64)"), "{why}");
+    assert!(why.contains("has host code for x86_64 and aarch64 Linux only"), "{why}");
+    assert_eq!(host_refusal("kiln-x 1.0", "riscv64gc-unknown-linux-gnu", "riscv64", &[]), None, "no library: nothing to refuse");
 }

@@ -15,7 +15,7 @@ use crate::{
     error::PinError,
     quote,
     raw::{check_debs, check_sha256, Ctx, RawDeb},
-    render_debs, Closure, Deb, Toolchain, GENERATED_MARKER,
+    render_deb_list, render_debs, Closure, Deb, Toolchain, GENERATED_MARKER,
 };
 
 type S<T> = Spanned<T>;
@@ -30,9 +30,14 @@ pub struct Containers {
     /// download stage) start from.
     pub base: ImageRef,
     pub builder: BuilderImage,
-    pub rocm: RunnerImage,
-    pub cuda: RunnerImage,
+    /// The runner images, in [`RUNNERS`]' order.
+    pub runners: Vec<RunnerImage>,
 }
+
+/// The runner images' keys (`[containers.<key>]`), in the order their tables
+/// and generated closures are written: the HIP 5.7 runner, the HIP 7 runner
+/// for the archs and generic targets HIP 5.7 cannot load, the CUDA runner.
+pub const RUNNERS: [&str; 3] = ["rocm", "rocm7", "cuda"];
 
 /// An image reference pinned by digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,8 +96,19 @@ pub struct BuilderImage {
 
 #[derive(Clone, Debug)]
 pub struct RunnerImage {
+    /// Its table's key in `[containers]` (one of [`RUNNERS`]), and its folder in containers/.
+    pub key: &'static str,
     pub name: String,
+    /// Suites beyond `[toolchain].suite` its packages may come from, in order
+    /// of preference (as `[toolchain].next_suites`): a package named by
+    /// version is taken from whichever has it, the rest stays the toolchain suite's.
+    pub suites: Vec<String>,
     pub packages: ImagePackages,
+    /// Packages pinned beside the image but not installed in it: the headers
+    /// of its runtime, which the structural checks read (`name=version`).
+    pub headers: Vec<Root>,
+    /// Generated: those packages' files; `None` until resolved.
+    pub header_debs: Option<Vec<Deb>>,
 }
 
 /// One archive of a Rust release from static.rust-lang.org.
@@ -114,13 +130,29 @@ pub struct ContainerClosures {
     pub toolchain: String,
     pub builder: Closure,
     pub rust: Vec<RustComponent>,
-    pub rocm: Closure,
-    pub cuda: Closure,
+    /// Every runner's, in [`RUNNERS`]' order.
+    pub runners: Vec<RunnerClosure>,
+}
+
+/// A runner image's generated part: what it installs, and the headers pinned beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunnerClosure {
+    pub key: String,
+    pub packages: Closure,
+    pub headers: Vec<Deb>,
+}
+
+impl ContainerClosures {
+    /// The runner `key`'s closure.
+    pub fn runner(&self, key: &str) -> Option<&RunnerClosure> {
+        self.runners.iter().find(|r| r.key == key)
+    }
 }
 
 impl Containers {
-    pub fn runners(&self) -> [(&'static str, &RunnerImage); 2] {
-        [("rocm", &self.rocm), ("cuda", &self.cuda)]
+    /// The runner image of table `key` (`rocm`, `rocm7`, `cuda`).
+    pub fn runner(&self, key: &str) -> Option<&RunnerImage> {
+        self.runners.iter().find(|r| r.key == key)
     }
 
     /// The generated closures, or an error that says how to make them.
@@ -133,8 +165,18 @@ impl Containers {
             toolchain: b.resolved_on.clone().ok_or_else(|| missing("[containers.builder.closure]"))?,
             builder: b.packages.closure.clone().ok_or_else(|| missing("[containers.builder.closure]"))?,
             rust: b.rust_components.clone().ok_or_else(|| missing("[containers.builder.closure] rust"))?,
-            rocm: self.rocm.packages.closure.clone().ok_or_else(|| missing("[containers.rocm.closure]"))?,
-            cuda: self.cuda.packages.closure.clone().ok_or_else(|| missing("[containers.cuda.closure]"))?,
+            runners: self
+                .runners
+                .iter()
+                .map(|r| {
+                    let what = format!("[containers.{}.closure]", r.key);
+                    Ok(RunnerClosure {
+                        key: r.key.to_string(),
+                        packages: r.packages.closure.clone().ok_or_else(|| missing(&what))?,
+                        headers: r.header_debs.clone().ok_or_else(|| missing(&format!("{what} headers")))?,
+                    })
+                })
+                .collect::<Result<_, PinError>>()?,
         })
     }
 }
@@ -147,6 +189,7 @@ pub(crate) struct RawContainers {
     base: S<String>,
     builder: RawBuilder,
     rocm: RawRunner,
+    rocm7: RawRunner,
     cuda: RawRunner,
 }
 
@@ -167,9 +210,13 @@ struct RawBuilder {
 struct RawRunner {
     name: S<String>,
     #[serde(default)]
+    suites: Vec<S<String>>,
+    #[serde(default)]
     include: Vec<S<String>>,
     #[serde(default)]
     exclude: Vec<S<String>>,
+    #[serde(default)]
+    headers: Vec<S<String>>,
     closure: Option<S<RawRunnerClosure>>,
 }
 
@@ -185,6 +232,8 @@ struct RawBuilderClosure {
 #[serde(deny_unknown_fields)]
 struct RawRunnerClosure {
     debs: Vec<S<RawDeb>>,
+    #[serde(default)]
+    headers: Vec<S<RawDeb>>,
 }
 
 #[derive(Deserialize)]
@@ -248,13 +297,13 @@ fn check_roots(cx: &Ctx, include: &[S<String>], what: &str) -> Result<Vec<Root>,
             None => (item.get_ref().clone(), None),
         };
         if !is_package_name(&package) {
-            return Err(cx.err(item, format!("`{package}` is not a Debian package name (in {what}.include)")));
+            return Err(cx.err(item, format!("`{package}` is not a Debian package name (in {what})")));
         }
         if version.as_ref().is_some_and(|v| v.is_empty() || v.contains(char::is_whitespace)) {
-            return Err(cx.err(item, format!("`{}` has no usable version: write `name` or `name=version` (in {what}.include)", item.get_ref())));
+            return Err(cx.err(item, format!("`{}` has no usable version: write `name` or `name=version` (in {what})", item.get_ref())));
         }
         if out.iter().any(|r| r.package == package) {
-            return Err(cx.err(item, format!("`{package}` is listed twice in {what}.include")));
+            return Err(cx.err(item, format!("`{package}` is listed twice in {what}")));
         }
         out.push(Root { package, version });
     }
@@ -328,7 +377,7 @@ pub(crate) fn check(cx: &Ctx, raw: RawContainers, toolchain: &Toolchain) -> Resu
     if parts.len() != 3 || parts.iter().any(|p| p.is_empty() || !p.bytes().all(|c| c.is_ascii_digit())) {
         return Err(cx.err(&b.rust, format!("`{rust}` is not a Rust release (e.g. `1.95.0`): the builder pins an exact one")));
     }
-    let include = check_roots(cx, &b.include, "containers.builder")?;
+    let include = check_roots(cx, &b.include, "containers.builder.include")?;
     let exclude = check_patterns(cx, b.exclude, "containers.builder")?;
     let (closure, rust_components, resolved_on) = match b.closure {
         None => (None, None, None),
@@ -361,29 +410,61 @@ pub(crate) fn check(cx: &Ctx, raw: RawContainers, toolchain: &Toolchain) -> Resu
     let builder =
         BuilderImage { name: builder_name, packages: ImagePackages { include, exclude, closure }, rust: rust.clone(), rust_components, resolved_on };
 
-    let runner = |r: RawRunner, what: &str| -> Result<RunnerImage, PinError> {
+    let runner = |key: &'static str, r: RawRunner| -> Result<RunnerImage, PinError> {
+        let what = format!("containers.{key}");
+        let what = what.as_str();
         let name = check_name(cx, &r.name, what)?;
-        let include = check_roots(cx, &r.include, what)?;
+        let mut suites: Vec<String> = Vec::new();
+        for s in &r.suites {
+            let suite = s.get_ref();
+            if !is_package_name(suite) || suite == &toolchain.suite || suites.contains(suite) {
+                return Err(cx.err(
+                    s,
+                    format!("`{suite}` is not a Debian suite beyond [toolchain].suite `{}`, listed once (in {what}.suites)", toolchain.suite),
+                ));
+            }
+            suites.push(suite.clone());
+        }
+        let include = check_roots(cx, &r.include, &format!("{what}.include"))?;
         let exclude = check_patterns(cx, r.exclude, what)?;
-        let closure = match r.closure {
-            None => None,
+        let headers = check_roots(cx, &r.headers, &format!("{what}.headers"))?;
+        if let Some((h, r)) = headers.iter().zip(&r.headers).find(|(h, _)| h.version.is_none()) {
+            return Err(cx.err(r, format!("`{}` in {what}.headers has no version: write `name=version`, the runtime's own version", h.package)));
+        }
+        let (closure, header_debs) = match r.closure {
+            None => (None, None),
             Some(c) => {
                 let span = c.span();
-                let debs = check_debs(cx, c.into_inner().debs)?;
-                check_closure(cx, span, what, &include, &exclude, &debs, None)?;
-                Some(Closure { debs })
+                let c = c.into_inner();
+                let debs = check_debs(cx, c.debs)?;
+                check_closure(cx, span.clone(), what, &include, &exclude, &debs, None)?;
+                let header_debs = check_debs(cx, c.headers)?;
+                let at = |m: String| PinError::at(cx.file, cx.text, Some(span.clone()), m).help(UPDATE);
+                for h in &headers {
+                    if !header_debs.iter().any(|d| d.name == h.package && Some(&d.version) == h.version.as_ref()) {
+                        return Err(at(format!("{what}.headers has `{}` but the generated closure's headers do not", h.apt())));
+                    }
+                }
+                if let Some(d) = header_debs.iter().find(|d| !headers.iter().any(|h| h.package == d.name)) {
+                    return Err(at(format!("{what}'s generated headers have `{}`, which {what}.headers does not name", d.name)));
+                }
+                (Some(Closure { debs }), Some(header_debs))
             }
         };
-        Ok(RunnerImage { name, packages: ImagePackages { include, exclude, closure } })
+        Ok(RunnerImage { key, name, suites, packages: ImagePackages { include, exclude, closure }, headers, header_debs })
     };
-    let rocm = runner(raw.rocm, "containers.rocm")?;
-    let cuda = runner(raw.cuda, "containers.cuda")?;
-    for (a, b) in [(&builder.name, &rocm.name), (&builder.name, &cuda.name), (&rocm.name, &cuda.name)] {
-        if a == b {
+    let mut raw_runners = [Some(raw.rocm), Some(raw.rocm7), Some(raw.cuda)];
+    let mut runners = Vec::new();
+    for (key, r) in RUNNERS.into_iter().zip(&mut raw_runners) {
+        runners.push(runner(key, r.take().expect("each runner table once"))?);
+    }
+    let names: Vec<&String> = std::iter::once(&builder.name).chain(runners.iter().map(|r| &r.name)).collect();
+    for (i, a) in names.iter().enumerate() {
+        if names[..i].contains(a) {
             return Err(PinError::at(cx.file, cx.text, Some(raw.registry.span()), format!("two images are both named `{a}`")));
         }
     }
-    Ok(Containers { registry: registry.clone(), source_date_epoch: epoch as u64, base, builder, rocm, cuda })
+    Ok(Containers { registry: registry.clone(), source_date_epoch: epoch as u64, base, builder, runners })
 }
 
 /// `text` (a pin file) with its whole generated part replaced: the toolchain
@@ -424,10 +505,14 @@ pub fn with_generated(text: &str, toolchain: &Closure, containers: Option<&Conta
         ));
     }
     out.push_str("]\n");
-    for (name, closure) in [("rocm", &c.rocm), ("cuda", &c.cuda)] {
-        out.push_str(&format!("\n[containers.{name}.closure]\n"));
+    for r in &c.runners {
+        out.push_str(&format!("\n[containers.{}.closure]\n", r.key));
         out.push_str("# Installed on the base image, by exact version and sha256.\n");
-        render_debs(&mut out, &closure.debs);
+        render_debs(&mut out, &r.packages.debs);
+        if !r.headers.is_empty() {
+            out.push_str("# Not installed: the runtime's headers, which the structural checks compile against.\n");
+            render_deb_list(&mut out, "headers", &r.headers);
+        }
     }
     out
 }

@@ -21,7 +21,9 @@ use std::{
 };
 
 pub use arch::{HipArch, Sm, Target};
-pub use containers::{with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerImage, RustComponent};
+pub use containers::{
+    with_generated, BuilderImage, ContainerClosures, Containers, ImagePackages, ImageRef, Root, RunnerClosure, RunnerImage, RustComponent, RUNNERS,
+};
 pub use error::{line_col, PinError, PositionedError};
 pub use raw::SCHEMA;
 pub use reach::{cuda_version, upstream_version, HipCompiler, SassBy};
@@ -219,6 +221,21 @@ pub struct Closure {
     pub debs: Vec<Deb>,
 }
 
+impl Closure {
+    /// The HIP runtime among the packages (`libamdhip64-<soname major>`),
+    /// what kiln-loader dlopens; an image without one is not an AMD runner.
+    pub fn hip_runtime(&self) -> Option<&Deb> {
+        self.debs.iter().find(|d| d.name.strip_prefix("libamdhip64-").is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit())))
+    }
+
+    /// The ROCm release of [`Closure::hip_runtime`] (`7.2.4-1~exp2` → (7, 2)): HIP's version is ROCm's.
+    pub fn hip_rocm(&self) -> Option<(u32, u32)> {
+        let v = upstream_version(&self.hip_runtime()?.version);
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+        Some((parts.next()??, parts.next()??))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Deb {
     pub name: String,
@@ -390,7 +407,12 @@ pub(crate) fn quote(s: &str) -> String {
 }
 
 pub(crate) fn render_debs(out: &mut String, debs: &[Deb]) {
-    out.push_str("debs = [\n");
+    render_deb_list(out, "debs", debs)
+}
+
+/// `key = [ ...one inline table per package... ]`.
+pub(crate) fn render_deb_list(out: &mut String, key: &str, debs: &[Deb]) {
+    out.push_str(&format!("{key} = [\n"));
     for d in debs {
         out.push_str(&format!(
             "  {{ name = {}, version = {}, arch = {}, size = {}, sha256 = {}, path = {} }},\n",

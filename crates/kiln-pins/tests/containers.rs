@@ -27,7 +27,8 @@ fn the_repository_table_is_complete() {
     let (path, _) = real();
     let pins = Pins::load(&path).unwrap();
     let c = pins.containers.as_ref().expect("pins.toml has [containers]");
-    assert_eq!([c.builder.name.as_str(), c.rocm.name.as_str(), c.cuda.name.as_str()], ["kiln-builder", "kiln-runner-rocm", "kiln-runner-cuda"]);
+    let names: Vec<&str> = std::iter::once(&c.builder.name).chain(c.runners.iter().map(|r| &r.name)).map(String::as_str).collect();
+    assert_eq!(names, ["kiln-builder", "kiln-runner-rocm", "kiln-runner-rocm7", "kiln-runner-cuda"]);
     assert!(c.base.digest.starts_with("sha256:") && c.base.pinned().contains('@'));
     let closures = c.closures(&path).expect("the generated container closures are there");
     let toolchain = pins.closure().unwrap();
@@ -38,7 +39,34 @@ fn the_repository_table_is_complete() {
     assert!(closures.builder.find("bubblewrap").is_some());
     assert_eq!(closures.rust.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["rustc", "cargo", "rust-std"]);
     // The ROCm runner's HIP runtime is the version the HIP headers in the toolchain are.
-    assert_eq!(closures.rocm.find("libamdhip64-5").unwrap().version, pins.toolchain.hip.version);
+    let rocm = closures.runner("rocm").unwrap();
+    assert_eq!(rocm.packages.find("libamdhip64-5").unwrap().version, pins.toolchain.hip.version);
+    // The second one's is HIP 7, from experimental, with everything else from the toolchain's suite
+    // where that suite has it: the two images differ only in the ROCm stack.
+    let rocm7 = closures.runner("rocm7").unwrap();
+    assert!(rocm7.packages.find("libamdhip64-7").unwrap().version.starts_with("7."));
+    assert_eq!(c.runner("rocm7").unwrap().suites, ["forky", "experimental"]);
+    let libc = |r: &kiln_pins::RunnerClosure| r.packages.find("libc6").unwrap().version.clone();
+    assert_eq!(libc(rocm7), libc(rocm), "one glibc in both AMD runners: trixie's");
+    // Each pins its runtime's own headers beside it.
+    assert_eq!(
+        rocm.headers.iter().map(|d| (d.name.as_str(), d.version.as_str())).collect::<Vec<_>>(),
+        [("libamdhip64-dev", pins.toolchain.hip.version.as_str())]
+    );
+    assert_eq!(rocm7.headers[0].version, rocm7.packages.find("libamdhip64-7").unwrap().version);
+}
+
+#[test]
+fn a_runner_suite_and_header_pins_are_checked() {
+    let e = broken("suites = [\"forky\", \"experimental\"]", "suites = [\"trixie\", \"experimental\"]");
+    assert!(e.message.contains("`trixie` is not a Debian suite beyond [toolchain].suite"), "{e}");
+    assert_eq!(e.line, line_of("suites = [\"forky\""), "{e}");
+    let e = broken("headers = [\"libamdhip64-dev=7.2.4-1~exp2\"]", "headers = [\"libamdhip64-dev\"]");
+    assert!(e.message.contains("`libamdhip64-dev` in containers.rocm7.headers has no version"), "{e}");
+    let e = broken("headers = [\"libamdhip64-dev=7.2.4-1~exp2\"]", "headers = [\"libamdhip64-dev=7.2.4-1~exp3\"]");
+    assert!(e.message.contains("containers.rocm7.headers has `libamdhip64-dev=7.2.4-1~exp3` but the generated closure's headers do not"), "{e}");
+    assert_eq!(e.line, line_of("[containers.rocm7.closure]"), "{e}");
+    assert!(e.help.as_deref().unwrap_or("").contains("cargo xtask container --update"), "{e}");
 }
 
 #[test]
@@ -140,4 +168,25 @@ fn a_pin_file_without_the_table_still_loads() {
     let cut = head.find("\n[containers.builder.closure]").unwrap();
     let p = Pins::parse(Path::new("pins.toml"), &head[..cut]).unwrap();
     assert!(p.containers.is_none());
+}
+
+/// The cross compilers' generated closures (`[toolchain.cross.<cpu>.closure]`,
+/// `pins update --cross-only`) render back to the pin file's own text; the
+/// other generators keep them; and a pin file without them gains them in
+/// their place, between the toolchain's closure and the containers'.
+#[test]
+fn cross_closures_round_trip_and_survive_the_other_generators() {
+    let (path, text) = real();
+    let pins = Pins::parse(&path, &text).unwrap();
+    let cross: Vec<(String, kiln_pins::Closure)> =
+        pins.toolchain.cross.iter().map(|c| (c.cpu.clone(), c.closure.clone().expect("generated"))).collect();
+    assert!(!cross.is_empty(), "pins.toml pins a cross compiler");
+    assert_eq!(kiln_pins::with_cross(&text, &cross), text);
+    assert_eq!(kiln_pins::with_closure(&text, pins.closure().unwrap()), text, "pins update keeps them");
+    let bare = kiln_pins::with_cross(&text, &[]);
+    assert!(!bare.contains("[toolchain.cross.aarch64.closure]") && bare.contains("[containers.builder.closure]"), "{bare}");
+    assert_eq!(kiln_pins::with_cross(&bare, &cross), text, "added back in their place");
+    // A cross host the toolchain does not know is refused where it is written.
+    let e = Pins::parse(Path::new("pins.toml"), &text.replace("[toolchain.cross.aarch64", "[toolchain.cross.riscv64")).unwrap_err();
+    assert!(e.message.contains("`riscv64` is not a host CPU kiln builds cross host code for"), "{e}");
 }

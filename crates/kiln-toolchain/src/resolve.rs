@@ -135,7 +135,10 @@ pub fn resolve_packages(
     resolve_packages_in(cache, pins, &[], roots, exclude, where_excluded, say)
 }
 
-fn resolve_packages_in(
+/// [`resolve_packages`] with `extra_suites` beside `[toolchain].suite`, each
+/// below it and the first above the next (a runner image's `suites`): a
+/// package named by version comes from whichever suite has it.
+pub fn resolve_packages_in(
     cache: &Cache,
     pins: &Pins,
     extra_suites: &[String],
@@ -178,7 +181,29 @@ fn resolve_packages_in(
         bail!("apt resolved no packages; its output was:\n{sim}");
     }
 
-    let show = cmd!(sh, "apt-cache {o...} show {wanted...}").quiet().read()?;
+    records(&sh, &apt, &wanted)
+}
+
+/// The index records of `wanted` (`name=version`), each alone: no
+/// dependency is resolved (a runtime's header package, read but never
+/// installed). Every one must be in `[toolchain].suite` or `extra_suites`.
+pub fn package_records(cache: &Cache, pins: &Pins, extra_suites: &[String], wanted: &[String]) -> Result<Vec<Deb>> {
+    let sh = Shell::new()?;
+    let apt = Apt::new(cache, pins, extra_suites)?;
+    let o = &apt.options;
+    cmd!(sh, "apt-get {o...} -qq update").quiet().run().context("apt-get update failed")?;
+    let out = records(&sh, &apt, wanted)?;
+    for w in wanted {
+        if !out.iter().any(|r| Some(format!("{}={}", r.deb.name, r.deb.version)).as_deref() == Some(w.as_str())) {
+            bail!("apt's index has no `{w}` in {} {}", pins.toolchain.suite, extra_suites.join(" "));
+        }
+    }
+    Ok(out.into_iter().map(|r| r.deb).collect())
+}
+
+fn records(sh: &Shell, apt: &Apt, wanted: &[String]) -> Result<Vec<Resolved>> {
+    let o = &apt.options;
+    let show = cmd!(sh, "apt-cache {o...} show {wanted...}").quiet().read().with_context(|| format!("apt-cache cannot show {}", wanted.join(" ")))?;
     let mut out: Vec<Resolved> = Vec::new();
     for stanza in show.split("\n\n").filter(|s| !s.trim().is_empty()) {
         let field = |key: &str| stanza.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(": ")).map(str::to_string));

@@ -12,3 +12,4 @@ pub mod cubin;
 pub mod fatbin;
 pub mod hsaco;
 pub mod ptx;
+pub mod shared_lib;

@@ -89,8 +89,8 @@ impl Deps {
 }
 
 /// The template's hand-written sources of the main crate.
-const SOURCES: [&str; 11] =
-    ["lib.rs", "inflate.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs", "narrow.rs", "launch.rs"];
+const SOURCES: [&str; 12] =
+    ["lib.rs", "inflate.rs", "payload.rs", "ptx.rs", "kiln.rs", "fatbin.rs", "choose.rs", "image.rs", "hip.rs", "narrow.rs", "launch.rs", "hosts.rs"];
 
 pub fn write_crate(g: &Gen, main_part: &Part, deps: &Deps) -> Result<Crate> {
     let dir = g.out.join("main");
