@@ -102,7 +102,9 @@ fn every_crate_says_what_made_each_of_its_files() {
             }
         }
     }
-    assert!(payloads_seen >= manifest.artifacts.len() - 1, "only {payloads_seen} artifact payloads were found in the records");
+    // Every artifact but the static libraries (one per host CPU), whose bytes the link crates carry as slices.
+    let payloaded = manifest.artifacts.iter().filter(|a| a.kind != kiln_manifest::Kind::Staticlib).count();
+    assert!(payloads_seen >= payloaded, "only {payloads_seen} of {payloaded} artifact payloads were found in the records");
 }
 
 /// A file component's properties (the last value of each name).
