@@ -368,6 +368,17 @@ fn check_needed(exe: &Path) {
     assert!(needed.iter().any(|l| l.starts_with("libstdc++")), "the static library's C++ runtime is linked: {needed:?}");
 }
 
+/// The packages of every unit a `cargo build --message-format=json...` built
+/// (fresh or not: each is a compiler-artifact message naming its package).
+fn built_packages(stdout: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["reason"] == "compiler-artifact")
+        .filter_map(|v| Some(v["package_id"].as_str()?.rsplit_once('#')?.1.split('@').next()?.to_string()))
+        .collect()
+}
+
 /// Whether crate `name` is a link part of the static library's host code for
 /// another CPU than this machine's (`kiln-candle-kernels-ffi-aarch64-0` here).
 fn another_cpus_part(name: &str) -> bool {
@@ -898,13 +909,7 @@ fn a_quick_start_narrowed_to_one_gpu_builds_and_downloads_no_other() {
         .unwrap();
     eprintln!("cargo build of the narrowed quick start: {:.1?}", start.elapsed());
     assert!(build.status.success(), "the narrowed quick start did not build:\n{}", text(&build));
-    // Every unit of the build, fresh or not, is a compiler-artifact message naming its package.
-    let built: Vec<String> = String::from_utf8_lossy(&build.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact")
-        .filter_map(|v| Some(v["package_id"].as_str()?.rsplit_once('#')?.1.split('@').next()?.to_string()))
-        .collect();
+    let built = built_packages(&build.stdout);
     let downloads = kiln_downloads(&c, &recs);
     for (name, value) in gpu_parts(&m) {
         let wanted = value == "sm90";
@@ -973,12 +978,7 @@ fn the_quick_start_built_for_aarch64_links_and_runs_under_qemu() {
         "the quick start did not build for {TARGET} (is its std installed? rustup target add {TARGET}):\n{}",
         text(&build)
     );
-    let built: Vec<String> = String::from_utf8_lossy(&build.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact")
-        .filter_map(|v| Some(v["package_id"].as_str()?.rsplit_once('#')?.1.split('@').next()?.to_string()))
-        .collect();
+    let built = built_packages(&build.stdout);
     assert!(built.iter().any(|b| b == "kiln-candle-kernels-ffi-aarch64-0"), "the aarch64 part was not built: {built:?}");
     assert!(!built.iter().any(|b| b == "kiln-candle-kernels-ffi-0"), "the x86_64 part was built for an aarch64 program: {built:?}");
     // A cross build downloads what the build machine's own platform would take too:
