@@ -29,35 +29,9 @@ const HIP_SUCCESS: HipError = ERROR_CODES[0].1;
 const HIP_ERROR_NO_DEVICE: HipError = ERROR_CODES[1].1;
 const HIP_ERROR_INVALID_DEVICE: HipError = ERROR_CODES[2].1;
 
-/// A call that fills a `hipDeviceProp_t`, and where the binding reads the
-/// device's `gcnArchName` in what it writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PropertiesCall {
-    /// The exported function, `hipError_t f(<c_struct> *, int device)`.
-    pub symbol: &'static str,
-    /// The struct the runtime's own header declares that function with.
-    pub c_struct: &'static str,
-    /// `offsetof(c_struct, gcnArchName)`.
-    pub gcn_arch_name_offset: usize,
-    /// `sizeof(((c_struct *)0)->gcnArchName)`.
-    pub gcn_arch_name_len: usize,
-}
-
-/// The arch-name calls in the binding's order of preference: the first one
-/// the library exports is used. ROCm 6 changed the struct and kept the plain
-/// symbol for the old layout (its headers call that `hipDeviceProp_tR0000` and
-/// make `hipGetDeviceProperties` a macro for the R0600 call); ROCm 5's header
-/// has only `hipDeviceProp_t`. Each runner image's library and headers are
-/// checked against this table (crates/kiln-container/tests/hip_runtime.rs).
-pub const PROPERTIES_CALLS: [PropertiesCall; 2] = [
-    PropertiesCall { symbol: "hipGetDevicePropertiesR0600", c_struct: "hipDeviceProp_tR0600", gcn_arch_name_offset: 1160, gcn_arch_name_len: 256 },
-    PropertiesCall { symbol: "hipGetDeviceProperties", c_struct: "hipDeviceProp_t", gcn_arch_name_offset: 396, gcn_arch_name_len: 256 },
-];
-
-/// The buffer a properties call writes into: far larger than either layout
-/// (1472 and 792 bytes), so that a runtime writing a bigger struct than we
-/// know cannot write past it.
-pub const PROPS_BUFFER: usize = 16 * 1024;
+// The struct layouts the binding reads are kiln-target's (the drop-in's `Module::hsaco()`
+// check reads them too): one table, checked against each runner image's runtime.
+pub use kiln_manifest::kiln_target::hip_abi::{PropertiesCall, PROPERTIES_CALLS, PROPS_BUFFER};
 
 type PropertiesFn = unsafe extern "C" fn(*mut c_void, c_int) -> HipError;
 
@@ -136,7 +110,7 @@ pub fn library_candidates() -> Vec<String> {
     let mut c: Vec<String> = if cfg!(windows) {
         vec!["amdhip64_7.dll".into(), "amdhip64_6.dll".into(), "amdhip64.dll".into()]
     } else {
-        vec!["libamdhip64.so".into(), "libamdhip64.so.7".into(), "libamdhip64.so.6".into(), "libamdhip64.so.5".into()]
+        kiln_manifest::kiln_target::hip_abi::LIBRARY_NAMES.iter().map(|n| n.to_string()).collect()
     };
     if !cfg!(windows) {
         let mut prefixes: Vec<PathBuf> = std::env::var_os("ROCM_PATH").map(PathBuf::from).into_iter().collect();
@@ -280,7 +254,6 @@ impl Api {
             let names: Vec<&str> = PROPERTIES_CALLS.iter().map(|c| c.symbol).collect();
             return Err(format!("{} has none of {}", self.path, names.join(", ")));
         };
-        let (offset, len) = (layout.gcn_arch_name_offset, layout.gcn_arch_name_len);
         let mut props = vec![0u64; PROPS_BUFFER / 8];
         // SAFETY: the buffer is larger than any hipDeviceProp_t layout and 8-byte aligned.
         let code = unsafe { call(props.as_mut_ptr().cast(), ordinal) };
@@ -288,10 +261,7 @@ impl Api {
             let f = self.fail(code);
             return Err(format!("hipGetDeviceProperties failed: {} {}", f.name, f.message));
         }
-        let bytes: &[u8] = crate::args::as_bytes(&props);
-        let field = &bytes[offset..offset + len];
-        let end = field.iter().position(|&b| b == 0).unwrap_or(len);
-        let name = String::from_utf8_lossy(&field[..end]).into_owned();
+        let name = kiln_manifest::kiln_target::hip_abi::gcn_arch_name(crate::args::as_bytes(&props), layout).unwrap_or_default();
         match DeviceArch::parse(&name) {
             Ok(DeviceArch::Hip { .. }) => Ok(name),
             _ => Err(format!(

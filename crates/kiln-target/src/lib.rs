@@ -12,6 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub mod compat;
+pub mod hip_abi;
 pub mod host_object;
 pub use compat::{best_ptx, best_sass, cuda_choice, ptx_jits_on, sass_runs_on, CudaCode};
 

@@ -118,8 +118,8 @@ pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) ->
 /// `hipRuntimeGetVersion` is `hip_version` (`HIP_VERSION`: 60443483 for ROCm
 /// 6.4): a generic target's code object only where that runtime loads it, else
 /// an error naming the device, what this build carries for its family and the
-/// ROCm it needs. `Module::hsaco()`'s bundle gets the same answer from the
-/// runtime itself, but as `hipErrorNoBinaryForGpu`: ask this first.
+/// ROCm it needs. `Module::hsaco()` asks it for the process's current HIP
+/// device before handing out a bundle (and panics with its error).
 pub fn select_on_hip(module: &str, device_arch: &str, hip_version: i64) -> Result<&'static Artifact, Error> {
     select_by(module, device_arch, crate::choose::hip_options(false, Some(hip_version)))
 }

@@ -71,11 +71,12 @@ impl Module {
     /// The module's AMD code: a clang offload bundle of its code objects for
     /// every gfx arch this crate was built for and its families' LLVM generic
     /// targets, for `hipModuleLoadData` (the HIP runtime loads the entry for
-    /// the device's arch, else from ROCm 6.4 on its family's generic entry; a
-    /// device it finds neither for gets `hipErrorNoBinaryForGpu`, which
-    /// `kiln::select_on_hip` names beforehand). Needs the `hip` feature
-    /// (on by default); panics, naming the module, if it is off or the
-    /// payload is damaged.
+    /// the device's arch, else from ROCm 6.4 on its family's generic entry).
+    /// Where the process has loaded a HIP runtime whose current device would
+    /// get no entry of it (`hipErrorNoBinaryForGpu`), panics naming the device,
+    /// what kiln carries for it and the ROCm it needs (`kiln::select_on_hip`'s
+    /// answer). Needs the `hip` feature (on by default); panics, naming the
+    /// module, if it is off or the payload is damaged.
     pub fn hsaco(&self) -> &'static [u8] {
         hip::bundle(self.index)
     }
