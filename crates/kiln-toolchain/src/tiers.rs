@@ -554,11 +554,17 @@ mod tests {
         puts: Mutex<Vec<String>>,
         warned: Mutex<Vec<String>>,
         panic_on_put: bool,
+        /// Unreachable: its first answer is a failure, after which it says it is down.
+        unreachable: bool,
+        asked: Mutex<usize>,
     }
 
     impl Storage for Mem {
         fn describe(&self) -> String {
             "remote cache mem".into()
+        }
+        fn usable(&self) -> bool {
+            !(self.unreachable && *self.asked.lock().unwrap() > 0)
         }
         fn blob_name(&self, sha256: &str) -> String {
             format!("cas/{sha256}")
@@ -567,6 +573,10 @@ mod tests {
             format!("ac/{key}")
         }
         fn get_blob(&self, sha256: &str, _: Option<u64>, _: &str, into: &Path) -> Answer {
+            *self.asked.lock().unwrap() += 1;
+            if self.unreachable {
+                return Answer::Failed("cannot reach it".into());
+            }
             let Some(bytes) = self.blobs.get(sha256) else { return Answer::Miss };
             let path = into.join(sha256);
             fs::write(&path, bytes).unwrap();
@@ -578,6 +588,10 @@ mod tests {
             Ok(file.to_path_buf())
         }
         fn get_entry(&self, key: &str, output: &str, into: &Path) -> Answer {
+            *self.asked.lock().unwrap() += 1;
+            if self.unreachable {
+                return Answer::Failed("cannot reach it".into());
+            }
             let Some((recipe, bytes, named)) = self.entries.get(key) else { return Answer::Miss };
             fs::write(into.join(output), bytes).unwrap();
             fs::write(into.join(RECIPE_FILE), recipe).unwrap();
@@ -727,5 +741,21 @@ mod tests {
         assert_eq!(*middle.puts.lock().unwrap(), [format!("ac/{key}")], "written back once, then found above");
         assert!(bottom.puts.lock().unwrap().is_empty(), "never written to the tier it came from");
         assert!(matches!(local(&cache).get_entry(&key, "out.o", Path::new("")), Answer::Found(_)));
+    }
+
+    #[test]
+    fn a_tier_that_could_not_be_reached_is_asked_nothing_more() {
+        let (_root, cache) = cache();
+        let down = Arc::new(Mem { unreachable: true, ..Mem::default() });
+        let tiers = stack(&cache, vec![down.clone()]);
+        for i in 0..3 {
+            assert!(matches!(tiers.get_entry(&entry_key(&format!("recipe {i}")), "out.o"), Lookup::Miss));
+            assert!(matches!(tiers.get_blob(&kiln_manifest::sha256_hex(&[i]), None, "a package", "downloading").unwrap(), Lookup::Miss));
+        }
+        assert_eq!(*down.asked.lock().unwrap(), 1, "asked again after it was found down");
+        let dir = cache.scratch("job").unwrap();
+        fs::write(dir.join("out.o"), b"built here").unwrap();
+        tiers.put_entry(&entry_key("recipe 0"), &dir, "out.o").unwrap();
+        assert!(down.puts.lock().unwrap().is_empty(), "written after it was found down");
     }
 }
