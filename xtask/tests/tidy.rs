@@ -923,6 +923,70 @@ fn the_crate_reader_check_catches_violations() {
     );
 }
 
+/// The files that may send the remote cache's requests: its client and the tier it is.
+const REMOTE_REQUESTERS: &[&str] = &["crates/kiln-toolchain/src/remote.rs", "crates/kiln-toolchain/src/http_tier.rs"];
+
+/// The cache's files, which keep no process-wide state (a value is threaded instead).
+const CACHE_FILES: &[&str] = &[
+    "crates/kiln-build/src/store.rs",
+    "crates/kiln-toolchain/src/tiers.rs",
+    "crates/kiln-toolchain/src/http_tier.rs",
+    "crates/kiln-toolchain/src/remote.rs",
+];
+
+/// Every request to the remote cache sent outside [`REMOTE_REQUESTERS`] (so
+/// not through `tiers::Tiered`, the one read-through that checks what a tier
+/// sent, writes back and keeps read-only mode), and every `static` in [`CACHE_FILES`].
+fn cache_tier_violations(files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        let code = lex::lex(text).code;
+        let line = |at: usize| code[..at].matches('\n').count() + 1;
+        if !REMOTE_REQUESTERS.contains(&path.as_str()) {
+            for call in [".get_cas(", ".get_pinned(", ".put_cas("] {
+                for (at, _) in code.match_indices(call) {
+                    out.push(format!("{path}:{}: `{call}` asks the remote cache directly; go through kiln_toolchain::tiers::Tiered", line(at)));
+                }
+            }
+        }
+        if CACHE_FILES.contains(&path.as_str()) {
+            for (at, _) in code.match_indices("static ") {
+                if at == 0 || !(code.as_bytes()[at - 1].is_ascii_alphanumeric() || code.as_bytes()[at - 1] == b'\'') {
+                    out.push(format!("{path}:{}: a `static` in the cache: thread a value instead", line(at)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Architecture Invariant: the cache is one read-through over tiers (kiln-toolchain `tiers.rs`), which alone talks to
+/// the remote cache's client; the cache's files keep no global state.
+#[test]
+fn the_cache_is_read_only_through_its_tiers() {
+    assert_none("cache outside its tiers", cache_tier_violations(&sources()));
+}
+
+#[test]
+fn the_cache_tier_check_catches_violations() {
+    let files = [
+        (
+            "crates/kiln-build/src/store.rs".to_string(),
+            "static TOUCHED: Mutex<Vec<String>> = Mutex::new(Vec::new());\nfn s(t: &'static str) {}".to_string(),
+        ),
+        ("crates/kiln-toolchain/src/fetch.rs".into(), "fn f(r: &Remote) {\n    r.get_pinned(sha, None, &dest);\n}".into()),
+        ("crates/kiln-toolchain/src/http_tier.rs".into(), "fn g(r: &Remote) { r.get_cas(sha, None, &d); r.put_cas(sha, &f); }".into()),
+        ("crates/kiln-dist/src/x.rs".into(), "// r.put_cas(sha, &f)\nstatic N: u8 = 1;".into()),
+    ];
+    assert_eq!(
+        cache_tier_violations(&files),
+        [
+            "crates/kiln-build/src/store.rs:1: a `static` in the cache: thread a value instead",
+            "crates/kiln-toolchain/src/fetch.rs:2: `.get_pinned(` asks the remote cache directly; go through kiln_toolchain::tiers::Tiered",
+        ]
+    );
+}
+
 /// Names kiln fixes once: (the literal, the one place that writes it, what to call).
 const FIXED_NAMES: &[(&str, &str, &str)] = &[
     ("pins.toml", "crates/kiln-pins/src/lib.rs", "kiln_pins::FILE_NAME"),
@@ -1041,12 +1105,6 @@ const IMPORT_LOOPS_ALLOWED: &[(&str, &[&str], &str)] = &[
         "kiln-build",
         &["cuda", "hip", "plan"],
         "a plan makes its jobs with cuda.rs's and hip.rs's constructors, which take the plan: issue 35 item 3 (cuda.rs, plan.rs)",
-    ),
-    (
-        "kiln-build",
-        &["job", "remote", "store"],
-        "a job's key hashes outputs with the store's digest, the store reads through the remote cache, which names jobs, \
-         and the store keeps a global TOUCHED set: issue 35 item 3, the cache as tiers (job.rs)",
     ),
     (
         "kiln-dist",

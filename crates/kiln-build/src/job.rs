@@ -129,7 +129,7 @@ impl Hashes {
         if let Some(h) = self.0.lock().unwrap().get(path) {
             return Ok(h.clone());
         }
-        let h = crate::store::output_sha256(path)?;
+        let h = kiln_toolchain::tiers::output_sha256(path)?;
         self.0.lock().unwrap().insert(path.clone(), h.clone());
         Ok(h)
     }
@@ -161,7 +161,7 @@ impl Job {
 
     /// The cache key of a recipe's text.
     pub fn key(recipe: &str) -> String {
-        kiln_manifest::sha256_hex(recipe.as_bytes())
+        kiln_toolchain::tiers::entry_key(recipe)
     }
 }
 

@@ -13,7 +13,6 @@ pub mod cuda;
 pub mod hip;
 pub mod job;
 pub mod plan;
-pub mod remote;
 pub mod run;
 pub mod scan;
 pub mod store;

@@ -5,24 +5,25 @@
 //! output against its recorded sha256, so a damaged entry is never shipped.
 //! An output is a file, or a folder (a step that writes several files), whose
 //! sha256 is that of its listing ([`output_sha256`]).
-//! With a remote cache configured ([`kiln_toolchain::remote`]) a local miss
-//! reads through to it and a local build is written back ([`crate::remote`]).
+//! The entries are kiln-toolchain's tiers ([`kiln_toolchain::tiers`]): this
+//! machine's folder, read through to a remote cache when one is configured
+//! (a local miss is fetched, checked, and kept; a local build is written back).
 
 use std::{
     fs,
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result};
-use kiln_toolchain::{cache::publish_dir, fetch, Cache};
-
 use crate::job::Job;
+use anyhow::{Context, Result};
+pub use kiln_toolchain::tiers::{output_sha256, Lookup, BOOKKEEPING, SECONDS_FILE, SHA256_FILE};
+use kiln_toolchain::{
+    cache::publish_dir,
+    http_tier,
+    tiers::{Answer, Local, Storage, Tiered},
+    Cache,
+};
 
-/// The file in each entry that records its output's sha256.
-pub const SHA256_FILE: &str = "output.sha256";
-/// The file in each entry that records how many seconds the job took where
-/// it was built (what `dist --update-costs` reads).
-pub const SECONDS_FILE: &str = "seconds";
 /// Whether `s` is a number of seconds a job can take: finite, not negative,
 /// and under a million (11 days). What a cache entry, a remote record or
 /// job-costs.toml says outside it is damage, not a time: it would make
@@ -31,41 +32,22 @@ pub fn is_job_seconds(s: f64) -> bool {
     s.is_finite() && (0.0..1e6).contains(&s)
 }
 
-/// The files of an entry beside its output: the output is the one file not listed here.
-pub const BOOKKEEPING: &[&str] = &[SHA256_FILE, SECONDS_FILE, "recipe.txt", "build.log"];
-
-/// What the cache has for a key.
-#[derive(Debug)]
-pub enum Lookup {
-    Hit(PathBuf),
-    Miss,
-    /// The entry was damaged and has been moved aside; the message says what and where.
-    Damaged(String),
-}
-
-/// Every key this process found or stored: what the current plan uses
-/// (kiln-dist records it for `cargo xtask cache gc`).
-static TOUCHED: std::sync::Mutex<std::collections::BTreeSet<String>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
-
-/// The keys [`Store::get`] hit or [`Store::put`] stored in this process.
-pub fn touched_keys() -> Vec<String> {
-    TOUCHED.lock().unwrap().iter().cloned().collect()
-}
-
 #[derive(Clone, Debug)]
 pub struct Store {
-    dir: PathBuf,
+    local: Local,
+    tiers: Tiered,
     cache: Cache,
 }
 
 impl Store {
     pub fn new(cache: &Cache) -> Store {
-        Store { dir: cache.objects(), cache: cache.clone() }
+        let local = Local::new(cache, cache.debs(), kiln_toolchain::cache::DEB_SUFFIX);
+        Store { local: local.clone(), tiers: http_tier::tiers(cache, local), cache: cache.clone() }
     }
 
     /// Where the entry of `key` lives: `objects/<first two hex digits>/<key>/`.
     pub fn entry(&self, key: &str) -> PathBuf {
-        self.dir.join(kiln_manifest::short(key, 2)).join(key)
+        self.local.entry(key)
     }
 
     /// The cached output for `key`, checked against the sha256 its entry
@@ -74,87 +56,24 @@ impl Store {
     /// reported, so that the job is built again.
     /// A miss, or a damaged entry, is looked up in the remote cache if there is one.
     pub fn get(&self, key: &str, output: &str) -> Lookup {
-        let local = self.get_local(key, output);
-        let Some(remote) = self.cache.remote() else {
-            return match local {
-                Lookup::Damaged(m) => Lookup::Damaged(format!("{m} and building it again")),
-                other => other,
-            };
-        };
-        match local {
-            Lookup::Hit(p) => Lookup::Hit(p),
-            Lookup::Miss => self.fetch_remote(remote, key, output),
-            Lookup::Damaged(m) => match self.fetch_remote(remote, key, output) {
-                Lookup::Hit(p) => {
-                    eprintln!("warning: {m}; fetched it again from the remote cache");
-                    Lookup::Hit(p)
-                }
-                _ => Lookup::Damaged(format!("{m} and building it again")),
-            },
-        }
-    }
-
-    fn fetch_remote(&self, remote: &kiln_toolchain::remote::Remote, key: &str, output: &str) -> Lookup {
-        match crate::remote::fetch(remote, &self.cache, key, output, &self.entry(key)) {
-            Lookup::Hit(p) => {
-                TOUCHED.lock().unwrap().insert(key.to_string());
-                Lookup::Hit(p)
-            }
-            other => other,
-        }
+        self.tiers.get_entry(key, output)
     }
 
     /// The local cache's entry alone.
     pub fn get_local(&self, key: &str, output: &str) -> Lookup {
-        let entry = self.entry(key);
-        let path = entry.join(output);
-        // A link (even a dangling one) is not a miss: it is a damaged entry.
-        if fs::symlink_metadata(&path).is_err() {
-            return Lookup::Miss;
+        match self.local.get_entry(key, output, Path::new("")) {
+            Answer::Found(f) => Lookup::Hit(f.path),
+            Answer::Miss => Lookup::Miss,
+            Answer::Damaged(m) | Answer::Failed(m) => Lookup::Damaged(m),
         }
-        let actual = match output_sha256(&path) {
-            Ok(h) => h,
-            Err(e) => return self.damaged(key, format!("cannot read {output}: {e:#}")),
-        };
-        let record = entry.join(SHA256_FILE);
-        match fs::read_to_string(&record) {
-            Ok(recorded) if recorded.trim() == actual => {
-                TOUCHED.lock().unwrap().insert(key.to_string());
-                Lookup::Hit(path)
-            }
-            Ok(recorded) => self.damaged(key, format!("{output} has sha256 {actual}, but the entry recorded {}", recorded.trim())),
-            // An entry made before hashes were recorded: its hash is recorded
-            // now (atomically, beside it) and checked from then on.
-            Err(_) => match write_atomic(&record, &actual) {
-                Ok(()) => {
-                    TOUCHED.lock().unwrap().insert(key.to_string());
-                    Lookup::Hit(path)
-                }
-                Err(e) => self.damaged(key, format!("cannot record the sha256 of {output}: {e}")),
-            },
-        }
-    }
-
-    fn damaged(&self, key: &str, detail: String) -> Lookup {
-        let entry = self.entry(key);
-        Lookup::Damaged(match self.cache.move_aside(&entry, key) {
-            Ok(aside) => format!("cache entry {} is damaged ({detail}); moved it to {}", entry.display(), aside.display()),
-            Err(e) => format!("cache entry {} is damaged ({detail}) and could not be moved aside ({e:#})", entry.display()),
-        })
     }
 
     /// Moves a finished job folder (`output`, `recipe.txt`, `build.log`) into
-    /// the cache, with the output's sha256 recorded, and returns the output's cached path.
+    /// the cache, with the output's sha256 recorded, and returns the output's
+    /// cached path; written back to the remote cache too, if there is one.
     pub fn put(&self, key: &str, job_dir: &Path, output: &str) -> Result<PathBuf> {
         fs::write(job_dir.join(SHA256_FILE), output_sha256(&job_dir.join(output))?)?;
-        let dest = self.entry(key);
-        // A damaged entry moved aside leaves nothing here; a rebuilt one replaces none.
-        publish_dir(job_dir, &dest)?;
-        TOUCHED.lock().unwrap().insert(key.to_string());
-        if let Some(remote) = self.cache.remote() {
-            crate::remote::push(remote, &self.cache, key, &dest, output);
-        }
-        Ok(dest.join(output))
+        self.tiers.put_entry(key, job_dir, output)
     }
 
     /// Makes the entry of `key` from a file built elsewhere (a `dist --shard`
@@ -200,49 +119,6 @@ impl Store {
         let s: f64 = fs::read_to_string(self.entry(key).join(SECONDS_FILE)).ok()?.trim().parse().ok()?;
         is_job_seconds(s).then_some(s)
     }
-}
-
-fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("{}.part", std::process::id()));
-    fs::write(&tmp, text)?;
-    fs::rename(&tmp, path)
-}
-
-/// The sha256 of a file, or of a folder: of its listing, one line per file
-/// (`<relative path> <sha256>`, sorted by path; folders are not listed, links
-/// are refused, the path itself included).
-pub fn output_sha256(path: &Path) -> Result<String> {
-    let t = fs::symlink_metadata(path).with_context(|| format!("cannot read {}", path.display()))?.file_type();
-    if t.is_file() {
-        return fetch::sha256_file(path);
-    }
-    if !t.is_dir() {
-        anyhow::bail!("{} is not a regular file or folder (a link?): an output is never followed elsewhere", path.display());
-    }
-    let mut files = Vec::new();
-    list(path, path, &mut files)?;
-    files.sort();
-    let mut text = String::new();
-    for (rel, file) in files {
-        text.push_str(&format!("{rel} {}\n", fetch::sha256_file(&file)?));
-    }
-    Ok(kiln_manifest::sha256_hex(text.as_bytes()))
-}
-
-fn list(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<()> {
-    for e in fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let e = e?;
-        let t = e.file_type()?;
-        if t.is_dir() {
-            list(root, &e.path(), out)?;
-        } else if t.is_file() {
-            let rel = e.path().strip_prefix(root).expect("below the root").to_string_lossy().into_owned();
-            out.push((rel, e.path()));
-        } else {
-            anyhow::bail!("{} is neither a file nor a folder", e.path().display());
-        }
-    }
-    Ok(())
 }
 
 /// Makes `dest` hold the bytes of `src`, a file or a folder (hard links when

@@ -341,7 +341,7 @@ impl<'p> Builder<'p> {
         output::failpoint("staged");
         let packaged = self.package_crates(&scope, &tools, &planned, &graph, &ran, staged, say)?;
         let committed = self.commit(packaged)?;
-        self.record(&scope, &tools, &planned, &committed.package_keys, say);
+        self.record(&scope, &tools, &planned, &ran, &committed.package_keys, say);
         if let Some(r) = tools.cache.remote() {
             say(r.summary());
         }
@@ -658,7 +658,7 @@ impl<'p> Builder<'p> {
     /// record per combination of sets. The pin file's default sets keep the
     /// checkout's one record; any other combination (an opt-in set, a set
     /// described in code) gets its own, so neither hides the other's entries.
-    fn record(&self, scope: &Scope, tools: &Provisioned, planned: &Planned, package_keys: &[String], say: &(dyn Fn(String) + Sync)) {
+    fn record(&self, scope: &Scope, tools: &Provisioned, planned: &Planned, ran: &Ran, package_keys: &[String], say: &(dyn Fn(String) + Sync)) {
         if !scope.selection.is_all() {
             return;
         }
@@ -677,7 +677,8 @@ impl<'p> Builder<'p> {
                 .chain(self.pins.toolchain.cross.iter().filter_map(|c| c.closure.as_ref()))
                 .flat_map(|c| c.debs.iter().map(|d| kiln_toolchain::cache::deb_file(&d.sha256)))
                 .collect(),
-            keys: kiln_build::store::touched_keys(),
+            // Every job's key, found or stored: what this plan uses.
+            keys: ran.built.iter().map(|b| b.key.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
             packages: package_keys.to_vec(),
         };
         if let Err(e) = cache_admin::record(&tools.cache, &rec, &variant) {

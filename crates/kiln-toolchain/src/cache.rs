@@ -34,9 +34,12 @@ pub const AREAS: &[&str] = &[DEBS, WHEELS, TOOLS, TOOLCHAINS, SOURCES, OBJECTS, 
 /// The cache's marker: kiln cleans only a cache that carries it (kiln-fs [`kiln_fs::Kept`]).
 pub const KEPT: kiln_fs::Kept = kiln_fs::Kept { what: "kiln's cache", named_by: ENV, adopt_command: "cargo xtask cache mark" };
 
+/// What follows a downloaded package's sha256 in its file's name ([`deb_file`]).
+pub const DEB_SUFFIX: &str = ".deb";
+
 /// The file a downloaded package is kept in: named by its sha256.
 pub fn deb_file(sha256: &str) -> String {
-    format!("{sha256}.deb")
+    format!("{sha256}{DEB_SUFFIX}")
 }
 
 /// The cache root: `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`;
@@ -123,6 +126,11 @@ impl Cache {
     /// The remote cache behind this one, if any.
     pub fn remote(&self) -> Option<&crate::remote::Remote> {
         self.remote.as_deref()
+    }
+
+    /// The remote cache behind this one, if any, shared (the tier that reads it: `http_tier`).
+    pub fn shared_remote(&self) -> Option<Arc<crate::remote::Remote>> {
+        self.remote.clone()
     }
 
     pub fn root(&self) -> &Path {

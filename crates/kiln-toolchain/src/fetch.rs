@@ -2,38 +2,22 @@
 //! before it is used; a mismatch stops the build and says which file.
 
 use std::{
-    fs::{self, File},
-    io::{self, Read},
+    fs, io,
     path::{Path, PathBuf},
 };
 
 use anyhow::{bail, Context, Result};
 pub use kiln_http::Limit;
 use kiln_pins::Deb;
-use sha2::{Digest, Sha256};
 
-use crate::cache::Cache;
+use crate::{
+    cache::Cache,
+    http_tier,
+    tiers::{Local, Lookup},
+};
 
-pub fn sha256_file(path: &Path) -> Result<String> {
-    // Only a regular file is opened: a FIFO planted in a cache or a dist
-    // folder would block the read for ever, a device never end.
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
-    if !meta.is_file() {
-        anyhow::bail!("{} is not a regular file (a folder, FIFO, socket or device); not read", path.display());
-    }
-    let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
+/// The one file hasher ([`crate::tiers::sha256_file`]).
+pub use crate::tiers::sha256_file;
 pub use kiln_manifest::hex;
 
 /// A downloaded file whose hash is not the pinned one.
@@ -151,35 +135,24 @@ impl std::fmt::Display for LocalFault {
 
 impl std::error::Error for LocalFault {}
 
-/// The cached copy of `deb`, downloading it from the first mirror that has it.
+/// The cached copy of `deb`: the cache's tiers first (this machine's, then a
+/// shared remote cache: the same bytes, checked against the same pin), else
+/// downloaded from the first mirror that has it and written back to them.
 pub fn fetch_deb(cache: &Cache, mirrors: &[String], deb: &Deb) -> Result<PathBuf> {
     let dir = cache.debs();
     fs::create_dir_all(&dir)?;
-    let dest = dir.join(crate::cache::deb_file(&deb.sha256));
     let what = format!("{} {} ({})", deb.name, deb.version, deb.file_name());
-    // Checked before every use, not only when downloaded: a damaged but
-    // well-formed package would otherwise be unpacked into the toolchain.
-    if reuse_if_intact(&dest, &deb.sha256, &what)? {
-        return Ok(dest);
-    }
-    // A shared remote cache first: the same bytes, checked against the same pin.
-    if let Some(remote) = cache.remote() {
-        if crate::remote::fetch_pinned(remote, &deb.sha256, deb.size, &dest) {
-            return Ok(dest);
-        }
+    let local = Local::new(cache, dir, crate::cache::DEB_SUFFIX);
+    let dest = local.blob(&deb.sha256);
+    let tiers = http_tier::tiers(cache, local);
+    if let Lookup::Hit(path) = tiers.get_blob(&deb.sha256, Some(deb.size), &what, "downloading from the mirrors")? {
+        return Ok(path);
     }
     let mut errors = Vec::new();
     for mirror in mirrors {
         let url = format!("{mirror}/{}", deb.path);
         match download_verified(&url, &deb.sha256, Limit::Exactly(deb.size), &what, &dest) {
-            Ok(()) => {
-                if let Some(remote) = cache.remote().filter(|r| r.writable()) {
-                    if remote.put_cas(&deb.sha256, &dest).is_ok() {
-                        remote.record_stored();
-                    }
-                }
-                return Ok(dest);
-            }
+            Ok(()) => return tiers.put_blob(&deb.sha256, &dest),
             // A wrong hash is not a missing file: never fall through to another mirror silently.
             Err(e) if e.downcast_ref::<HashMismatch>().is_some() => return Err(e),
             // Nor is a full disk: the next mirror would fail the same way, and blame itself.
@@ -197,23 +170,6 @@ pub fn fetch_deb(cache: &Cache, mirrors: &[String], deb: &Deb) -> Result<PathBuf
         errors.join("\n"),
         deb.sha256
     )
-}
-
-/// Whether the cached download `dest` is there with its pinned `sha256`. A
-/// damaged one is removed, with a warning naming it, so that it is fetched again.
-pub fn reuse_if_intact(dest: &Path, sha256: &str, what: &str) -> Result<bool> {
-    if !dest.exists() {
-        return Ok(false);
-    }
-    match sha256_file(dest) {
-        Ok(actual) if actual == sha256 => return Ok(true),
-        Ok(actual) => {
-            eprintln!("warning: the cached {what} at {} has sha256 {actual}, not the pinned {sha256}: removed, downloading it again", dest.display())
-        }
-        Err(e) => eprintln!("warning: the cached {what} at {} cannot be read ({e:#}): removed, downloading it again", dest.display()),
-    }
-    fs::remove_file(dest).with_context(|| format!("cannot remove the damaged {}", dest.display()))?;
-    Ok(false)
 }
 
 /// Re-hashes a file already in the cache (after unexpected damage, say).

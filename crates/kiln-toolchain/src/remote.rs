@@ -5,8 +5,9 @@
 //! bazel-remote, nginx with WebDAV `PUT`, S3 gateways.
 //!
 //! The remote is never trusted for bytes: everything read is checked against
-//! the sha256 that names it, and a wrong, truncated or unreadable answer is a
-//! miss with a warning. It is never needed either: every request has bounded
+//! the sha256 that names it (by [`crate::tiers::Tiered`], the one read-through
+//! of every tier; [`crate::http_tier`] is this remote as a tier), and a wrong,
+//! truncated or unreadable answer is a miss with a warning. It is never needed either: every request has bounded
 //! time-outs, and after the first failure to reach the server kiln asks it
 //! nothing more in that run and builds locally. Credentials come from the
 //! environment or a netrc file, go only to the server as one header, and
@@ -49,7 +50,7 @@ pub const RECORD_CAP: u64 = 4 << 20;
 /// job's output, its record's `size`) or does not: kiln's own limit, never
 /// the sender's claim. A record claiming more is damaged before any byte is
 /// asked for. (Pinned files, whose size is kiln's own pin, are read at
-/// exactly that size: [`fetch_pinned`].)
+/// exactly that size: [`Remote::get_pinned`].)
 pub const CAS_CAP: u64 = 2 << 30;
 
 /// Where the remote is and how to talk to it.
@@ -194,6 +195,15 @@ impl Config {
     }
 }
 
+/// A body the server sent, kept in the file asked for: its sha256 and
+/// length as they arrived (compared with what they must be by the caller:
+/// [`crate::tiers::check_sent`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Sent {
+    pub sha256: String,
+    pub len: u64,
+}
+
 /// How a `GET` ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Got {
@@ -275,9 +285,10 @@ impl Remote {
         !self.down.load(Ordering::SeqCst)
     }
 
-    /// Whether this run may write to it.
+    /// Whether this run may write to it: it is reachable and has not refused
+    /// a write. (Read-only mode is [`crate::tiers::ReadOnly`], around it.)
     pub fn writable(&self) -> bool {
-        self.usable() && !self.config.read_only && !self.no_writes.load(Ordering::SeqCst)
+        self.usable() && !self.no_writes.load(Ordering::SeqCst)
     }
 
     /// Prints `message` once per run (the same failure on a hundred jobs is one line).
@@ -351,33 +362,27 @@ impl Remote {
         e.cause()
     }
 
-    /// `GET <url>/<path>` into `dest` (replaced), within `limit`, kept only
-    /// when `sha256` (if given) is the body's. On anything but [`Got::Found`]
-    /// `dest` is removed and nothing else is left behind.
-    fn fetch(&self, path: &str, limit: kiln_http::Limit, sha256: Option<&str>, dest: &Path) -> Got {
+    /// `GET <url>/<path>` into `dest` (replaced), within `limit`. On
+    /// anything but a body `dest` is removed and nothing else is left behind.
+    fn fetch(&self, path: &str, limit: kiln_http::Limit, dest: &Path) -> Result<Sent, Got> {
         let _ = fs::remove_file(dest);
         if !self.usable() {
-            return Got::Failed("the remote cache is not used any more in this run".into());
+            return Err(Got::Failed("the remote cache is not used any more in this run".into()));
         }
         let url = self.url_of(path);
         let extra = kiln_http::Extra { auth: self.auth.as_ref(), headers: &[] };
         match self.client.get_to_file(&url, dest, limit, &extra) {
             Ok(kiln_http::Got::File(part)) => {
-                let actual = kiln_manifest::hex(&part.sha256());
-                if sha256.is_some_and(|s| s != actual) {
-                    self.record_damaged();
-                    return Got::Damaged(format!("{path} is damaged ({} bytes with sha256 {actual}, not the hash it is named by)", part.len()));
-                }
-                let n = part.len();
+                let sent = Sent { sha256: kiln_manifest::hex(&part.sha256()), len: part.len() };
                 match part.persist(dest) {
                     Ok(()) => {
-                        self.stats.bytes_in.fetch_add(n, Ordering::Relaxed);
-                        Got::Found
+                        self.stats.bytes_in.fetch_add(sent.len, Ordering::Relaxed);
+                        Ok(sent)
                     }
-                    Err(e) => Got::Failed(e.to_string()),
+                    Err(e) => Err(Got::Failed(e.to_string())),
                 }
             }
-            Ok(kiln_http::Got::Status(r)) => match r.status {
+            Ok(kiln_http::Got::Status(r)) => Err(match r.status {
                 404 => Got::NotFound,
                 code @ (401 | 403) => {
                     let why = format!("it refused a read (HTTP {code}): check {NETRC_ENV} or {TOKEN_ENV}");
@@ -385,35 +390,46 @@ impl Remote {
                     Got::Failed(why)
                 }
                 code => Got::Failed(format!("it answered a GET with HTTP {code}")),
-            },
+            }),
             Err(e) if matches!(e.kind, kiln_http::Kind::TooLarge { .. } | kiln_http::Kind::Truncated { .. }) => {
                 self.record_damaged();
-                Got::Damaged(format!("{path} is damaged ({e})"))
+                Err(Got::Damaged(format!("{path} is damaged ({e})")))
             }
-            Err(e) => Got::Failed(self.failed(path, e)),
+            Err(e) => Err(Got::Failed(self.failed(path, e))),
         }
     }
 
     /// `GET <url>/<path>` of a small record (at most [`RECORD_CAP`] bytes) into
     /// `dest` (replaced). On anything but [`Got::Found`] `dest` is removed.
     pub fn get(&self, path: &str, dest: &Path) -> Got {
-        self.fetch(path, kiln_http::Limit::AtMost(RECORD_CAP), None, dest)
+        match self.fetch(path, kiln_http::Limit::AtMost(RECORD_CAP), dest) {
+            Ok(_) => Got::Found,
+            Err(got) => got,
+        }
     }
 
-    /// `GET` of `/cas/<sha256>` into `dest`, kept only if its bytes hash to
-    /// `sha256` (and number `size`, when the caller knows it). A body with
-    /// other bytes (damaged, truncated, too long) is never kept and is
-    /// counted, and the answer is [`Got::Damaged`], which callers take as a miss.
-    pub fn get_cas(&self, sha256: &str, size: Option<u64>, dest: &Path) -> Got {
+    /// `GET` of `/cas/<sha256>` into `dest`, of `size` bytes when a record
+    /// says so (never more than [`CAS_CAP`], whatever it claims). A body
+    /// longer or shorter is never kept and is counted, and the answer is
+    /// [`Got::Damaged`], which callers take as a miss. The bytes' sha256 is
+    /// returned, not compared: [`crate::tiers::Tiered`] does that.
+    pub fn get_cas(&self, sha256: &str, size: Option<u64>, dest: &Path) -> Result<Sent, Got> {
         if let Some(n) = size.filter(|n| *n > CAS_CAP) {
             let _ = fs::remove_file(dest);
             self.record_damaged();
-            return Got::Damaged(format!(
+            return Err(Got::Damaged(format!(
                 "cas/{sha256} is claimed to be {n} bytes, more than the {CAS_CAP} kiln reads of a remote object; not asked for"
-            ));
+            )));
         }
+        self.get_pinned(sha256, size, dest)
+    }
+
+    /// `GET` of `/cas/<sha256>` into `dest` for a file whose size is kiln's
+    /// own pin (a toolchain package): read at exactly that size, no cap but
+    /// it; as [`Remote::get_cas`] otherwise.
+    pub fn get_pinned(&self, sha256: &str, size: Option<u64>, dest: &Path) -> Result<Sent, Got> {
         let limit = size.map_or(kiln_http::Limit::AtMost(CAS_CAP), kiln_http::Limit::Exactly);
-        self.fetch(&format!("cas/{sha256}"), limit, Some(sha256), dest)
+        self.fetch(&format!("cas/{sha256}"), limit, dest)
     }
 
     /// `PUT <url>/<path>` with the bytes of `file`. Only in writable mode; a
@@ -452,27 +468,6 @@ impl Remote {
     }
 }
 
-/// Fetches `/cas/<sha256>` into `dest` for a file whose hash is pinned (a
-/// toolchain package); true when `dest` now holds exactly those bytes.
-pub fn fetch_pinned(remote: &Remote, sha256: &str, size: u64, dest: &Path) -> bool {
-    // The size is the pin's (kiln's own), not a server's claim: no cap but it.
-    match remote.fetch(&format!("cas/{sha256}"), kiln_http::Limit::Exactly(size), Some(sha256), dest) {
-        Got::Found => {
-            remote.record_hit();
-            true
-        }
-        Got::Damaged(why) | Got::Failed(why) => {
-            remote.warn(format!("{why}: ignored, downloading from the mirrors"));
-            remote.record_miss();
-            false
-        }
-        Got::NotFound => {
-            remote.record_miss();
-            false
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,7 +483,7 @@ mod tests {
         let sha = "ab".repeat(32);
         // A record that claims 4 GiB: before, 4 GiB were streamed to disk before the hash check.
         match remote.get_cas(&sha, Some(4 << 30), &dest) {
-            Got::Damaged(why) => assert!(why.contains("claimed to be 4294967296 bytes, more than the 2147483648 kiln reads"), "{why}"),
+            Err(Got::Damaged(why)) => assert!(why.contains("claimed to be 4294967296 bytes, more than the 2147483648 kiln reads"), "{why}"),
             other => panic!("not refused: {other:?}"),
         }
         assert!(listener.accept().is_err(), "the server was asked");

