@@ -35,7 +35,6 @@ pub const PROPERTIES_CALLS: [PropertiesCall; 2] = [
 /// know cannot write past it.
 pub const PROPS_BUFFER: usize = 16 * 1024;
 
-
 /// The shared library names a HIP runtime is found by, newest major first after the unversioned link.
 pub const LIBRARY_NAMES: [&str; 4] = ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"];
 
