@@ -150,18 +150,25 @@ pub const ARCH_LIST_HEADER: &str = "kiln_arch_list.h";
 /// writes it for one fat object of them (`700,750,...`), commas escaped
 /// for nvcc's option parser.
 pub fn arch_list(pins: &kiln_pins::Pins, lib: &StaticLib) -> String {
-    let mut levels: Vec<u32> = lib
-        .sass
-        .iter()
-        .map(|&sm| match pins.lib_sass_by(lib, sm) {
-            SassBy::Nvcc => sm.0,
-            SassBy::Ptxas { from } => from.0,
-        })
-        .chain(lib.ptx.iter().map(|l| l.0))
-        .collect();
-    levels.sort_unstable();
+    device_levels(pins, lib).iter().map(|l| format!("{}0", l.0)).collect::<Vec<_>>().join("\\,")
+}
+
+/// The level of the device pass that `sm`'s SASS of library `lib` comes
+/// from: its own (nvcc), or the PTX level the pinned ptxas assembles it from.
+fn device_level(pins: &kiln_pins::Pins, lib: &StaticLib, sm: Sm) -> Sm {
+    match pins.lib_sass_by(lib, sm) {
+        SassBy::Nvcc => sm,
+        SassBy::Ptxas { from } => from,
+    }
+}
+
+/// Every device-pass level of library `lib`: its sms' ([`device_level`])
+/// and its PTX levels, lowest first, each once.
+fn device_levels(pins: &kiln_pins::Pins, lib: &StaticLib) -> Vec<Sm> {
+    let mut levels: Vec<Sm> = lib.sass.iter().map(|&sm| device_level(pins, lib, sm)).chain(lib.ptx.iter().copied()).collect();
+    levels.sort_unstable_by_key(|l| l.0);
     levels.dedup();
-    levels.iter().map(|l| format!("{l}0")).collect::<Vec<_>>().join("\\,")
+    levels
 }
 
 /// One cubin of a per-target library compiled from source: file `file` for
@@ -196,10 +203,7 @@ pub fn lib_cubin_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, file:
 /// Such an sm's cubin is assembled from that level's one PTX job per file,
 /// which every cubin of the level shares.
 pub fn lib_ptx_level(pins: &kiln_pins::Pins, lib: &StaticLib, sm: Sm) -> Option<Sm> {
-    let level = match pins.lib_sass_by(lib, sm) {
-        SassBy::Nvcc => sm,
-        SassBy::Ptxas { from } => from,
-    };
+    let level = device_level(pins, lib, sm);
     lib.ptx.contains(&level).then_some(level)
 }
 
@@ -281,16 +285,7 @@ pub fn host_object_job(plan: &Plan, pins: &kiln_pins::Pins, lib: &StaticLib, fil
     // lowest level the bf16 WMMA MoE launchers launched nothing on every GPU (found by
     // bench/ffi-split on an H200, docs/static-library.md); the newest has every kernel
     // of every cubin (kiln-dist's kernel-set check: no newer arch has fewer).
-    let Some(top) = lib
-        .sass
-        .iter()
-        .map(|&sm| match pins.lib_sass_by(lib, sm) {
-            SassBy::Nvcc => sm,
-            SassBy::Ptxas { from } => from,
-        })
-        .chain(lib.ptx.iter().copied())
-        .max_by_key(|s| s.0)
-    else {
+    let Some(&top) = device_levels(pins, lib).last() else {
         anyhow::bail!("static library `{}` has no target", lib.name);
     };
     let compiled = format!("{JOB_DIR}/{stem}.host.o");
