@@ -9,6 +9,8 @@
 #   tests: cargo build --offline --locked --features cuda --test all_tests  (dev-deps + test binary)
 # Results: $WORK/results/<variant>.json (+ cargo --timings HTML, nvcc log, build log).
 # PROFILE=release builds both with --release (issue 16's cold-suite proof); default: dev.
+# KILN_GPUS="sm90 ..." narrows the kiln variant to those GPUs as docs/consuming.md's quick start
+# does (`--cfg kiln_gpu="sm90"` per GPU, here through RUSTFLAGS): only their part crates are built.
 # Usage: build.sh [variant...]   (default: upstream kiln)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -59,9 +61,14 @@ for v in "${VARIANTS[@]}"; do
     else
       export PATH="$(clean_path)"
       refuse_nvcc || exit 1
+      if [ -n "${KILN_GPUS:-}" ]; then
+        RUSTFLAGS=""
+        for g in $KILN_GPUS; do RUSTFLAGS="$RUSTFLAGS --cfg kiln_gpu=\"$g\""; done
+        export RUSTFLAGS="${RUSTFLAGS# }"
+      fi
       nvcc_seen="none"
     fi
-    echo "== $v: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) nvcc=$nvcc_seen PATH=$PATH" > "$log"
+    echo "== $v: $(date -u +%FT%TZ) RUSTFLAGS=${RUSTFLAGS:-} load $(cut -d' ' -f1-3 /proc/loadavg) nvcc=$nvcc_seen PATH=$PATH" > "$log"
     load0=$(cut -d' ' -f1 /proc/loadavg)
     lib=$(timed_cargo lib "$log" build "${profile_args[@]}" --offline --locked --features cuda --timings) || exit 1
     cp "$tdir/cargo-timings/cargo-timing.html" "$RESULTS/$v-timing-lib.html" 2>/dev/null || true
@@ -69,9 +76,9 @@ for v in "${VARIANTS[@]}"; do
     cp "$tdir/cargo-timings/cargo-timing.html" "$RESULTS/$v-timing-tests.html" 2>/dev/null || true
     load1=$(cut -d' ' -f1 /proc/loadavg)
     exe=$(test_executable cargo test "${profile_args[@]}" --offline --locked --features cuda --test "$TEST_TARGET") || exit 1
-    python3 - "$v" "$lib" "$tests" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "$PROFILE" "$(needed_libs "$exe")" > "$RESULTS/$v.json" <<'PY'
+    python3 - "$v" "$lib" "$tests" "$nvcclog" "$exe" "$load0" "$load1" "$nvcc_seen" "$PROFILE" "$(needed_libs "$exe")" "${RUSTFLAGS:-}" > "$RESULTS/$v.json" <<'PY'
 import json, os, platform, subprocess, sys
-v, lib, tests, nvcclog, exe, load0, load1, nvcc_seen, profile, needed = sys.argv[1:]
+v, lib, tests, nvcclog, exe, load0, load1, nvcc_seen, profile, needed, rustflags = sys.argv[1:]
 def parse(s):
     f = s.split()
     return {"wall_s": round(float(f[1]), 1), "user_s": float(f[3]), "sys_s": float(f[4])}
@@ -93,6 +100,7 @@ res = {
                 "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
     "loadavg_start": float(load0), "loadavg_end": float(load1),
     "profile": f"{profile}, default -j",
+    "rustflags": rustflags,
 }
 print(json.dumps(res, indent=2))
 PY

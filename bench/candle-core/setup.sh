@@ -18,6 +18,8 @@
 #  6. `cargo fetch` for both copies (downloads are not part of the timed builds).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
+# Usage: setup.sh [variant...]   (default: upstream kiln)
+[ $# -gt 0 ] && VARIANTS=("$@")
 mkdir -p "$WORK/dl" "$RESULTS"
 
 # 1. candle-core --------------------------------------------------------------
@@ -50,10 +52,12 @@ EOF
 done
 
 # 2. kiln's crates ------------------------------------------------------------
+if [[ " ${VARIANTS[*]} " == *" kiln "* ]]; then
 python3 "$HERE/unpack-crates.py" "$WORK/kiln-crates" "$KILN_CRATES" > "$WORK/kiln/patch.toml"
 names=$(sed -n 's/^\([a-z0-9-]*\) = { path.*/\1/p' "$WORK/kiln/patch.toml")
 echo "$names" | grep -qx candle-kernels || { echo "kiln's dist has no crate named candle-kernels (the shim a [patch.crates-io] needs)" >&2; exit 1; }
 cat "$WORK/kiln/patch.toml" >> "$WORK/kiln/candle-core-$CANDLE_CORE_VERSION/Cargo.toml"
+fi
 
 # 3. CUDA 13.0 wheels -----------------------------------------------------------
 if [ ! -x "$CUDA13_ROOT/bin/nvcc" ]; then
@@ -79,7 +83,7 @@ for v in "${VARIANTS[@]}"; do
       || { echo "cudaforge (upstream's nvcc driver) is still in the kiln variant's graph" >&2; exit 1; }
   fi
 done
-diff <(grep -A1 '^name = ' "$WORK/upstream/candle-core-$CANDLE_CORE_VERSION/Cargo.lock") \
+[ ${#VARIANTS[@]} = 2 ] && diff <(grep -A1 '^name = ' "$WORK/upstream/candle-core-$CANDLE_CORE_VERSION/Cargo.lock") \
      <(grep -A1 '^name = ' "$WORK/kiln/candle-core-$CANDLE_CORE_VERSION/Cargo.lock") \
      > "$RESULTS/lock-diff.txt" || true
 

@@ -48,7 +48,7 @@ fn unpack(file: &Path) -> BTreeMap<String, Vec<u8>> {
 #[test]
 fn every_crate_says_what_made_each_of_its_files() {
     let dist = dist();
-    let manifest: Manifest = serde_json::from_str(&fs::read_to_string(dist.join("manifest.json")).unwrap()).unwrap();
+    let manifest = Manifest::from_json(&fs::read_to_string(dist.join("manifest.json")).unwrap(), "the dist manifest").unwrap();
     let records: Vec<serde_json::Value> = serde_json::from_str(&fs::read_to_string(dist.join("crates/crates.json")).unwrap()).unwrap();
     let pins = kiln_pins::Pins::load(&repo().join("pins.toml")).unwrap();
     let closure = pins.closure().unwrap();

@@ -13,17 +13,27 @@ use anyhow::{bail, Context, Result};
 use kiln_manifest::Manifest;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SetManifest {
     /// The kernel set; absent for the main set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub set: Option<String>,
     /// A folder source's path (its `source.sha256` is then the hash of the
     /// folder's listing, and `source.crate` and `source.version` are empty).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_path: Option<String>,
     #[serde(flatten)]
     pub manifest: Manifest,
+}
+
+/// The wrapper's own fields, as [`SetManifest::from_json`] reads them
+/// (kiln-manifest's reader reads the rest).
+#[derive(Deserialize)]
+struct Wrapper {
+    #[serde(default)]
+    set: Option<String>,
+    #[serde(default)]
+    source_path: Option<String>,
 }
 
 impl SetManifest {
@@ -44,12 +54,12 @@ impl SetManifest {
     /// Parses and checks the schema; `what` names the source in messages.
     pub fn from_json(text: &str, what: &str) -> Result<SetManifest> {
         // kiln-manifest's checks first (the schema), then the wrapper's fields.
-        Manifest::from_json(text, what).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let m: SetManifest = serde_json::from_str(text).with_context(|| format!("{what}: not a kiln manifest"))?;
-        if m.set.as_deref() == Some("") {
+        let manifest = Manifest::from_json(text, what).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let Wrapper { set, source_path } = serde_json::from_str(text).with_context(|| format!("{what}: not a kiln manifest"))?;
+        if set.as_deref() == Some("") {
             bail!("{what}: an empty `set`");
         }
-        Ok(m)
+        Ok(SetManifest { set, source_path, manifest })
     }
 
     /// The file name of the lock of the set this manifest is of.

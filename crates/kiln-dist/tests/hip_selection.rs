@@ -77,7 +77,7 @@ fn carried(archs: &[String]) -> (Manifest, BTreeMap<String, Vec<u8>>) {
         "targets": {"hip": archs, "code_object_version": 5, "cuda_ptx": [], "cuda_sass": []},
         "artifacts": artifacts,
     });
-    (serde_json::from_value(m).expect("a manifest"), bytes)
+    (Manifest::from_json(&m.to_string(), "the test manifest").expect("a manifest"), bytes)
 }
 
 /// One path's answer: the arch of the code object, or refused.

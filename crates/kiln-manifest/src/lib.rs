@@ -3,11 +3,13 @@
 //!
 //! This is a published interface (docs/manifest.md): the artifact crates
 //! embed it and the runtime loader reads it, so fields are only ever added.
-//! It depends on serde alone, so that consumers pay nothing for it.
+//! serde derives its writer; its reader ([`read`]) is written out, so that a
+//! consumer's build compiles no serde code for it.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 
+mod read;
 mod select;
 pub use select::{ArchError, DeviceArch, Match, SelectError, SelectOptions, Selection};
 
@@ -20,7 +22,7 @@ pub const FILE_NAME: &str = "manifest.json";
 /// benchmark and CI's workflow look for it.
 pub const DIST_DIR: &str = "target/dist";
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Manifest {
     pub schema: u32,
     /// The kiln version that wrote it.
@@ -32,7 +34,7 @@ pub struct Manifest {
 }
 
 /// The kernel sources: a crates.io crate, by version and sha256 of its `.crate`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Source {
     #[serde(rename = "crate")]
     pub crate_name: String,
@@ -40,7 +42,7 @@ pub struct Source {
     pub sha256: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Toolchain {
     /// sha256 over every package of the toolchain (kiln-toolchain's `identity`).
     pub identity: String,
@@ -52,14 +54,14 @@ pub struct Toolchain {
     pub reported: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Package {
     pub package: String,
     pub version: String,
     pub sha256: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Targets {
     pub hip: Vec<String>,
     pub code_object_version: u32,
@@ -161,7 +163,7 @@ pub fn regular_file_inside(root: &std::path::Path, path: &str) -> Result<std::pa
     Ok(file)
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// An AMDGPU code object for one gfx arch.
@@ -191,7 +193,7 @@ pub fn library_file(module: &str) -> Option<(&str, &str)> {
     module.split_once('/')
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Artifact {
     /// `affine`..`unary`, the static library's name (`moe`), or one file of a
     /// library built per target (`moe/mmq_instance_q4_0`: [`library_file_module`]).
@@ -209,20 +211,20 @@ pub struct Artifact {
     /// `extern "C"` functions it defines), sorted.
     pub kernels: Vec<String>,
     /// PTX only: the `.version` directive (decides the oldest driver that JITs it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ptx_version: Option<String>,
     /// HSACO only: per-kernel registers, scratch and spills from the code-object metadata.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<KernelResources>,
     /// HSACO only: the launch geometry it was compiled for, which the host that
     /// launches its kernels must assume (docs/consuming.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub geometry: Option<Geometry>,
 }
 
 /// What an AMD code object was compiled for that decides how its kernels must
 /// be launched: chosen per arch by kiln-target's table, recorded per artifact.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Geometry {
     /// The `__CUDA_ARCH__` the HIP shims define for the device pass (890): the
     /// CUDA code paths, and the kernel set, of that NVIDIA level.
@@ -237,7 +239,7 @@ pub struct Geometry {
 
 /// What one AMD kernel needs from the hardware, as kiln-validate reads it
 /// from the code object's metadata.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KernelResources {
     pub name: String,
     pub vgprs: u64,
@@ -267,13 +269,16 @@ impl std::error::Error for Error {}
 impl Manifest {
     /// Parses and checks the schema; `what` names the source in messages.
     pub fn from_json(text: &str, what: &str) -> Result<Manifest, Error> {
-        let m: Manifest = serde_json::from_str(text).map_err(|e| Error(format!("{what}: not a kiln manifest: {e}")))?;
+        let m = read::manifest(text).map_err(|e| Error(format!("{what}: not a kiln manifest: {e}")))?;
         if m.schema != SCHEMA {
             return Err(Error(format!("{what}: manifest schema {} but this reader knows {SCHEMA}", m.schema)));
         }
         Ok(m)
     }
 
+    /// `#[inline]`: compiled only in the crates that write a manifest (kiln's
+    /// tools), not in every crate that depends on this one.
+    #[inline]
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).expect("a manifest always serializes");
         s.push('\n');
@@ -291,6 +296,9 @@ impl Manifest {
 }
 
 impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 5] = [Kind::Hsaco, Kind::Ptx, Kind::Cubin, Kind::Staticlib, Kind::Bundle];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Hsaco => "hsaco",
@@ -403,6 +411,77 @@ pub(crate) mod tests {
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
             r#"{"name":"affine_bf16","vgprs":12,"sgprs":18,"vgpr_spills":0,"sgpr_spills":1,"scratch_bytes":4,"lds_bytes":0,"max_flat_workgroup_size":1024,"wavefront_size":64}"#
+        );
+    }
+
+    /// The reader ([`read`]) and the derived writer name every field alike: a
+    /// manifest with every optional field set reads back as itself.
+    #[test]
+    fn every_field_round_trips() {
+        let mut m = sample();
+        m.toolchain
+            .packages
+            .insert("nvcc".into(), Package { package: "nvidia-cuda-toolkit".into(), version: "12.4".into(), sha256: "01".repeat(32) });
+        m.toolchain.reported.insert("nvcc".into(), "Cuda compilation tools, release 12.4".into());
+        let mut hsaco = m.artifacts[0].clone();
+        hsaco.backend = Backend::Hip;
+        hsaco.kind = Kind::Hsaco;
+        hsaco.ptx_version = None;
+        hsaco.geometry = Some(Geometry { cuda_arch: 890, defines: vec!["RDNA3".into()], wavefront_size: 32 });
+        hsaco.resources = vec![KernelResources {
+            name: "affine_f32".into(),
+            vgprs: 1,
+            sgprs: 2,
+            vgpr_spills: 3,
+            sgpr_spills: 4,
+            scratch_bytes: 5,
+            lds_bytes: 6,
+            max_flat_workgroup_size: 7,
+            wavefront_size: 8,
+        }];
+        m.artifacts.push(hsaco);
+        for kind in Kind::ALL {
+            let mut a = m.artifacts[0].clone();
+            a.kind = kind;
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str(), "Kind::as_str is the written name");
+            m.artifacts.push(a);
+        }
+        assert_eq!(Manifest::from_json(&m.to_json(), "test").unwrap(), m);
+    }
+
+    #[test]
+    fn a_missing_or_mistyped_field_is_named_where_it_is() {
+        let json = sample().to_json();
+        let err = |from: &str, to: &str| {
+            assert!(json.contains(from), "{from}");
+            Manifest::from_json(&json.replacen(from, to, 1), "m.json").unwrap_err().0
+        };
+        assert_eq!(err("\"size\": 10", "\"bytes\": 10"), "m.json: not a kiln manifest: artifacts[0]: missing field `size`");
+        assert_eq!(
+            err("\"size\": 10", "\"size\": \"10\""),
+            "m.json: not a kiln manifest: artifacts[0].size: expected an unsigned integer, found a string"
+        );
+        assert_eq!(
+            err("\"kind\": \"ptx\"", "\"kind\": \"elf\""),
+            "m.json: not a kiln manifest: artifacts[0].kind: unknown variant `elf`, expected one of `hsaco`, `ptx`, `cubin`, `staticlib`, `bundle`"
+        );
+        assert_eq!(
+            err("\"code_object_version\": 5", "\"code_object_version\": 4294967296"),
+            "m.json: not a kiln manifest: targets.code_object_version: 4294967296 is out of range (at most 4294967295)"
+        );
+        assert_eq!(
+            err("\"kernels\": [", "\"kernels\": [1, "),
+            "m.json: not a kiln manifest: artifacts[0].kernels[0]: expected a string, found a number"
+        );
+        // Fields it does not know are read past (fields are only ever added).
+        assert_eq!(Manifest::from_json(&json.replacen("\"size\": 10", "\"size\": 10, \"new\": [null]", 1), "m").unwrap(), sample());
+        assert_eq!(
+            Manifest::from_json("[]", "m.json").unwrap_err().0,
+            "m.json: not a kiln manifest: the manifest: expected an object, found an array"
+        );
+        assert!(
+            Manifest::from_json("{", "m.json").unwrap_err().0.contains("EOF while parsing"),
+            "serde_json's own message, with its line and column"
         );
     }
 

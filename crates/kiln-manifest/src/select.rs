@@ -311,7 +311,7 @@ impl Manifest {
         }
         let backend = device.backend();
         let mut carried: Vec<String> = of_module.iter().filter(|a| a.backend == backend).map(|a| a.arch.clone()).collect();
-        carried.sort();
+        carried.sort_unstable();
         carried.dedup();
         let none =
             |hint: Option<String>| SelectError::NoArtifact { module: module.to_string(), device: device.clone(), carried: carried.clone(), hint };

@@ -43,7 +43,7 @@ fn manifest(sass: &[u32], ptx: &[u32]) -> Manifest {
         "targets": {"hip": [], "code_object_version": 5, "cuda_ptx": [], "cuda_sass": []},
         "artifacts": artifacts,
     });
-    serde_json::from_value(m).expect("a manifest")
+    Manifest::from_json(&m.to_string(), "the test manifest").expect("a manifest")
 }
 
 fn device(sm: u32) -> DeviceArch {

@@ -128,9 +128,12 @@ fn driver() -> Result<&'static Driver, c_int> {
             if init(0) != 0 {
                 return None;
             }
+            // Each symbol is looked up as a plain pointer, then given its
+            // signature: one instantiation of libloading's lookup, not one per
+            // signature (this crate's compile time in every consumer's build).
             macro_rules! sym {
                 ($name:literal) => {
-                    *lib.get(concat!($name, "\0").as_bytes()).ok()?
+                    std::mem::transmute::<*mut c_void, _>(*lib.get::<*mut c_void>(concat!($name, "\0").as_bytes()).ok()?)
                 };
             }
             let d = Driver {
