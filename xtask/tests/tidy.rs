@@ -471,6 +471,58 @@ fn the_hex_encoder_check_catches_violations() {
 }
 
 // ---------------------------------------------------------------------------
+// What every consumer compiles reads without serde's derived readers.
+
+/// The sources every consumer of kiln's crates compiles (packaged beside every set's crates).
+const CONSUMER_COMPILED: &[&str] = &["crates/kiln-manifest/src/", "crates/kiln-target/src/", "crates/kiln-package/template/"];
+
+/// `Deserialize` named, or serde_json's generic `from_*` called, outside tests
+/// in [`CONSUMER_COMPILED`]: a derived reader is monomorphized into each crate that reads, so it is compiled in
+/// every consumer's release build (docs/benchmarks.md, "kiln's crates in a
+/// consumer's build"). kiln-manifest's `read.rs` is the one reader.
+fn derived_reader_violations(files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| CONSUMER_COMPILED.iter().any(|c| p.starts_with(c))) {
+        let code = lex::lex(text).code;
+        let mut at: Vec<usize> = ["Deserialize", "serde_json::from_"].iter().flat_map(|n| code.match_indices(n).map(|(at, _)| at)).collect();
+        at.sort_unstable();
+        for at in at {
+            let line = code[..at].matches('\n').count() + 1;
+            out.push(format!("{path}:{line}: a serde reader in code every consumer compiles; read through kiln-manifest's read.rs"));
+        }
+    }
+    out
+}
+
+/// Architecture Invariant: nothing a consumer compiles derives or names serde's `Deserialize`: the manifest has one
+/// reader, kiln-manifest's `read.rs`, over serde_json's `Value` (its parser compiled once, in serde_json).
+#[test]
+fn consumers_compile_no_derived_reader() {
+    assert_none("derived readers in consumer-compiled code", derived_reader_violations(&sources_and_template()));
+}
+
+#[test]
+fn the_derived_reader_check_catches_violations() {
+    let files = [
+        ("crates/kiln-manifest/src/lib.rs".to_string(), "#[derive(Clone, Serialize, Deserialize)]\nstruct M;\n".to_string()),
+        ("crates/kiln-target/src/lib.rs".into(), "// no Deserialize here\n#[cfg(test)]\nmod tests { use serde::Deserialize; }\n".into()),
+        (
+            "crates/kiln-package/template/main/src/kiln.rs".into(),
+            "fn f() { let _: M = serde_json::from_str::<M>(\"\").unwrap(); }\nimpl<'de> serde::Deserialize<'de> for M {}\n".into(),
+        ),
+        ("crates/kiln-dist/src/set_manifest.rs".into(), "#[derive(Deserialize)]\nstruct Wrapper;\n".into()),
+    ];
+    assert_eq!(
+        derived_reader_violations(&files),
+        [
+            "crates/kiln-manifest/src/lib.rs:1: a serde reader in code every consumer compiles; read through kiln-manifest's read.rs",
+            "crates/kiln-package/template/main/src/kiln.rs:1: a serde reader in code every consumer compiles; read through kiln-manifest's read.rs",
+            "crates/kiln-package/template/main/src/kiln.rs:2: a serde reader in code every consumer compiles; read through kiln-manifest's read.rs",
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------
 // Compilers run only through kiln-toolchain's Runner.
 
 /// The programs started (`Command::new`, xshell's `cmd!`) outside kiln-toolchain,

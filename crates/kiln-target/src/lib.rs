@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub mod compat;
 pub mod hip_abi;
@@ -17,7 +17,7 @@ pub mod host_object;
 pub use compat::{best_ptx, best_sass, cuda_choice, ptx_jits_on, sass_runs_on, CudaCode};
 
 /// Which vendor's stack an artifact or a device belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     Hip,
