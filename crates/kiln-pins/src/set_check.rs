@@ -1,5 +1,5 @@
 //! The rules a kernel set keeps, written once for both ways a set is
-//! described: the pin file's `[sets.<name>]` ([`crate::sets`], which places a
+//! described: the pin file's `[sets.<name>]` (`set_table.rs`, which places a
 //! [`Fault`] at the field's line and column) and a set described in code
 //! ([`check_sets`], whose messages name the set instead).
 //!

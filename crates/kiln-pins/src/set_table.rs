@@ -195,7 +195,7 @@ impl Spans {
             Field::Crate => self.crate_name.clone(),
         };
         let message = match &f.field {
-            // As the pin file's other lists say where the item is (`raw::unique`).
+            // As the pin file's other lists say where the item is (`fields::unique`).
             Field::Module(_) => format!("{} (in sets.{}.modules)", f.message, f.set),
             _ => f.message,
         };
