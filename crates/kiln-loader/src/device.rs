@@ -63,10 +63,16 @@ impl Device {
     pub fn open(backend: Backend, ordinal: usize) -> Result<Device> {
         let (d, raw): (Box<dyn Driver>, RawDeviceInfo) = match backend {
             #[cfg(feature = "cuda")]
-            Backend::Cuda => crate::cuda::CudaDevice::open(ordinal).map(|(d, raw)| (Box::new(d) as Box<dyn Driver>, raw))?,
+            Backend::Cuda => {
+                let (d, raw) = crate::cuda::CudaDevice::open(ordinal)?;
+                (Box::new(d), raw)
+            }
             #[cfg(not(feature = "cuda"))]
             Backend::Cuda => return Err(Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" }),
-            Backend::Hip => crate::hip::HipDevice::open(ordinal).map(|(d, raw)| (Box::new(d) as Box<dyn Driver>, raw))?,
+            Backend::Hip => {
+                let (d, raw) = crate::hip::HipDevice::open(ordinal)?;
+                (Box::new(d), raw)
+            }
         };
         Ok(Device::new(backend, raw, d))
     }
