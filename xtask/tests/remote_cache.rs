@@ -3,7 +3,8 @@
 //! a warm remote without compiling; damaged objects on the server are misses
 //! (and repaired by the next write-back); an unreachable or silent server
 //! costs one bounded time-out, then the dist builds locally; read-only mode
-//! writes nothing; the toolchain's packages come from the remote too.
+//! writes nothing; the toolchain's packages and pinned wheels come from the
+//! remote too, checked against their pins.
 
 use std::{
     fs,
@@ -200,4 +201,78 @@ fn toolchain_packages_come_from_the_remote_checked_against_their_pins() {
     let err = format!("{:#}", kiln_toolchain::fetch::fetch_deb(&cache, &mirrors, &deb).unwrap_err());
     assert!(err.contains("could not download") && err.contains(&deb.name), "{err}");
     assert!(!cache.debs().join(format!("{}.deb", deb.sha256)).exists(), "damaged bytes were kept");
+}
+
+/// Set in a child of this test binary, `<cache> <remote url> <netrc> <pin url> <sha256>`:
+/// the child fetches that pinned wheel into that cache through that remote
+/// and prints what it got, so that its parent reads its warnings too.
+const WHEEL_CHILD: &str = "KILN_TEST_WHEEL_CHILD";
+const WHEEL_TEST: &str = "pinned_wheels_come_from_the_remote_checked_against_their_pins";
+
+/// The child's part of [`WHEEL_TEST`].
+fn fetch_wheel_here(spec: &str) {
+    let [cache, url, netrc, pin_url, pinned] = spec.split(' ').collect::<Vec<_>>()[..] else { panic!("{WHEEL_CHILD}=`{spec}`") };
+    let mut config = remote::Config::new(url).unwrap();
+    config.netrc = Some(PathBuf::from(netrc));
+    let cache = Cache::at(PathBuf::from(cache)).unwrap().with_remote(Some(config));
+    let pin = kiln_pins::WheelPin { package: "kiln-test-wheel".into(), version: "1.0".into(), url: pin_url.into(), sha256: pinned.into() };
+    match kiln_toolchain::wheel::fetch_wheel(&cache, &pin) {
+        Ok(path) => println!("fetched {} with sha256 {}", path.display(), sha256(&path)),
+        Err(e) => println!("failed: {e:#}"),
+    }
+    println!("{}", cache.remote().unwrap().summary());
+}
+
+/// What the child says when it fetches the wheel `sha256` from `pin_url`
+/// into a new cache `cache`, through `server`.
+fn fetch_wheel_in_child(cache: &Path, server: &Nginx, pin_url: &str, sha256: &str) -> String {
+    let spec = format!("{} {} {} {pin_url} {sha256}", cache.display(), server.url(), server.netrc.display());
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", WHEEL_TEST, "--nocapture", "--test-threads=1"])
+        .env(WHEEL_CHILD, spec)
+        .env_remove(kiln_toolchain::wheel::SEED_ENV)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    text(&o)
+}
+
+#[test]
+fn pinned_wheels_come_from_the_remote_checked_against_their_pins() {
+    if let Ok(spec) = std::env::var(WHEEL_CHILD) {
+        return fetch_wheel_here(&spec);
+    }
+    let s = scratch("remote-wheels");
+    let server = Nginx::start(&s.0.join("nginx"));
+    // A wheel is fetched and checked as bytes (what is in it is read later, against its RECORD).
+    let wheel = b"the bytes of a pinned wheel".to_vec();
+    let sha = kiln_manifest::sha256_hex(&wheel);
+    let cas = server.root.join("kiln/cas");
+    fs::create_dir_all(&cas).unwrap();
+    fs::write(cas.join(&sha), &wheel).unwrap();
+    // The pin's URL answers nothing (a closed port): the server is the only place that has it.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dead = format!("http://127.0.0.1:{closed}/kiln_test_wheel-1.0-py3-none-any.whl");
+    let said = fetch_wheel_in_child(&s.0.join("cache"), &server, &dead, &sha);
+    let kept = s.0.join("cache/wheels").join(format!("{sha}.whl"));
+    assert!(said.contains(&format!("fetched {} with sha256 {sha}", kept.display())), "{said}");
+    assert!(said.contains(&format!("remote cache {}: 1 hits, 0 misses", server.url())), "{said}");
+
+    // Other bytes on the server: refused, the warning naming the server and the object; with
+    // the pin's URL dead, the error names that URL, and nothing is kept.
+    fs::write(cas.join(&sha), b"not the wheel").unwrap();
+    let said = fetch_wheel_in_child(&s.0.join("cache2"), &server, &dead, &sha);
+    assert!(said.contains(&format!("warning: remote cache {}: cas/{sha} is damaged", server.url())), "{said}");
+    assert!(said.contains("failed: ") && said.contains(&dead), "{said}");
+    assert!(said.contains("1 damaged (ignored)"), "{said}");
+    assert!(!s.0.join("cache2/wheels").join(format!("{sha}.whl")).exists(), "damaged bytes were kept");
+
+    // The pin's URL live: downloaded, checked, and written back over the server's damaged copy.
+    let pypi = server.root.join("pypi");
+    fs::create_dir_all(&pypi).unwrap();
+    fs::write(pypi.join("kiln_test_wheel-1.0-py3-none-any.whl"), &wheel).unwrap();
+    let live = format!("http://127.0.0.1:{}/pypi/kiln_test_wheel-1.0-py3-none-any.whl", server.port);
+    let said = fetch_wheel_in_child(&s.0.join("cache3"), &server, &live, &sha);
+    assert!(said.contains(&format!("with sha256 {sha}")) && said.contains("1 stored"), "{said}");
+    assert_eq!(fs::read(cas.join(&sha)).unwrap(), wheel, "the write-back did not repair the server's copy");
 }

@@ -1154,30 +1154,12 @@ const IMPORT_LOOPS_ALLOWED: &[(&str, &[&str], &str)] = &[
     // Issue 35 item 3 (the stages out of builder.rs, the cache as tiers), being restructured in
     // another branch together with these files; break them there.
     (
-        "kiln-build",
-        &["cuda", "hip", "plan"],
-        "a plan makes its jobs with cuda.rs's and hip.rs's constructors, which take the plan: issue 35 item 3 (cuda.rs, plan.rs)",
-    ),
-    (
         "kiln-dist",
         &["builder", "merge", "shard"],
         "the builder's stages call shard and merge, which call back into its provisioning and planning: issue 35 item 3, \
          the stages out of builder.rs",
     ),
     ("kiln-dist", &["package", "provenance"], "packaging and its provenance record read each other's types: issue 35 item 3 (package.rs)"),
-    // Found by this test beyond issue 35's list; each is a follow-up of its own.
-    (
-        "kiln-loader",
-        &["args", "cuda", "device", "driver", "hip"],
-        "driver.rs opens the backends (cuda.rs, hip.rs) that implement its trait, and a launch's arguments (args.rs) \
-         take the device's buffers: the backend factory belongs in device.rs, DeviceBuffer beside the arguments",
-    ),
-    (
-        "kiln-pins",
-        &["containers", "raw", "reach", "set_check", "sets"],
-        "the pin file reader (raw.rs) calls each table's reader, which use raw.rs's positioned-error helpers (Ctx, unique, \
-         check_sha256): those helpers belong in a module of their own",
-    ),
 ];
 
 /// A crate's module of the source file `path` (`crates/kiln-dist/src/lock.rs`:

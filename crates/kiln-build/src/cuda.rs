@@ -11,8 +11,8 @@ use kiln_target::host_object::{self, Host};
 use kiln_toolchain::{sysroot::JOB_DIR, Mount};
 
 use crate::{
+    compile::{Output, Plan, SourceFile},
     job::{Arch, Job, JobKind},
-    plan::{Output, Plan, SourceFile},
     scan::Input,
 };
 

@@ -9,8 +9,8 @@ use kiln_manifest::Kind;
 use kiln_pins::{HipArch, Pins, Target};
 
 use crate::{
+    compile::{Output, Plan, SourceFile},
     job::{Arch, Job, JobKind},
-    plan::{Output, Plan, SourceFile},
 };
 
 /// The `__CUDA_ARCH__` (divided by 10) that the pinned HIP shims define for

@@ -1,9 +1,7 @@
-//! Kernel arguments as both drivers take them: an array of pointers, one per
-//! parameter, each pointing at the parameter's bytes.
-
-use std::ffi::c_void;
-
-use crate::device::DeviceBuffer;
+//! What both drivers take with a launch, whatever holds the device memory:
+//! its geometry ([`LaunchConfig`]) and plain numbers as bytes ([`Pod`]). A
+//! kernel's parameters, which take device buffers, are `device.rs`'s
+//! `KernelArgs`, beside `DeviceBuffer`.
 
 mod sealed {
     pub trait Sealed {}
@@ -27,55 +25,6 @@ pub fn as_bytes<T: Pod>(v: &[T]) -> &[u8] {
 pub fn as_bytes_mut<T: Pod>(v: &mut [T]) -> &mut [u8] {
     // SAFETY: as above, and any bytes written make valid `T`s.
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
-}
-
-/// A kernel's parameters, in declaration order.
-///
-/// Each value is kept in its own 16-byte aligned slot, so that the pointers
-/// handed to the driver stay valid and aligned for any parameter type.
-#[derive(Default, Debug)]
-pub struct KernelArgs {
-    slots: Vec<Box<[u128]>>,
-}
-
-impl KernelArgs {
-    pub fn new() -> KernelArgs {
-        KernelArgs::default()
-    }
-
-    /// A scalar parameter (`int n`, `float alpha`, `size_t numel`).
-    pub fn push<T: Pod>(&mut self, value: T) -> &mut Self {
-        self.push_bytes(as_bytes(std::slice::from_ref(&value)))
-    }
-
-    /// A device pointer parameter (`const float* x`) pointing at `buffer`.
-    /// The buffer must outlive the kernel's execution.
-    pub fn push_buffer(&mut self, buffer: &DeviceBuffer) -> &mut Self {
-        self.push(buffer.device_ptr())
-    }
-
-    /// A parameter given as its raw bytes (a struct passed by value).
-    pub fn push_bytes(&mut self, bytes: &[u8]) -> &mut Self {
-        let mut slot = vec![0u128; bytes.len().div_ceil(16).max(1)].into_boxed_slice();
-        // SAFETY: the slot holds at least `bytes.len()` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.as_mut_ptr().cast::<u8>(), bytes.len()) };
-        self.slots.push(slot);
-        self
-    }
-
-    pub fn len(&self) -> usize {
-        self.slots.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
-    /// The `void**` array both `cuLaunchKernel` and `hipModuleLaunchKernel` take.
-    /// Valid while `self` is neither dropped nor pushed to.
-    pub(crate) fn pointers(&mut self) -> Vec<*mut c_void> {
-        self.slots.iter_mut().map(|s| s.as_mut_ptr().cast::<c_void>()).collect()
-    }
 }
 
 /// Grid and block dimensions and dynamic shared memory of a launch.
@@ -105,23 +54,6 @@ impl LaunchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_argument_gets_an_aligned_slot_holding_its_bytes() {
-        let mut a = KernelArgs::new();
-        a.push(7u32).push(-1.5f32).push(0x1122_3344_5566_7788u64).push_bytes(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
-        let ptrs = a.pointers();
-        assert_eq!(ptrs.len(), 4);
-        for p in &ptrs {
-            assert_eq!(*p as usize % 16, 0);
-        }
-        unsafe {
-            assert_eq!(*(ptrs[0] as *const u32), 7);
-            assert_eq!(*(ptrs[1] as *const f32), -1.5);
-            assert_eq!(*(ptrs[2] as *const u64), 0x1122_3344_5566_7788);
-            assert_eq!(std::slice::from_raw_parts(ptrs[3] as *const u8, 17)[16], 17);
-        }
-    }
 
     #[test]
     fn launch_config() {

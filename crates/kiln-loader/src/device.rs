@@ -1,5 +1,7 @@
-//! The backend-generic surface: devices, device memory, modules, kernels.
-//! The same calls drive CUDA and HIP, so that one test runs on both.
+//! The backend-generic surface: devices, device memory, a kernel's
+//! parameters, modules, kernels. The same calls drive CUDA and HIP, so that
+//! one test runs on both; which backend a device is, is chosen here alone
+//! ([`Device::open`]), and the rest sees it only through `driver.rs`'s `Driver`.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -7,8 +9,8 @@ use std::time::Duration;
 
 use kiln_manifest::{Artifact, Backend, DeviceArch, Kind, Match};
 
-use crate::args::{as_bytes, as_bytes_mut, KernelArgs, LaunchConfig, Pod};
-use crate::driver::{self, Driver, DriverFail, RawDeviceInfo};
+use crate::args::{as_bytes, as_bytes_mut, LaunchConfig, Pod};
+use crate::driver::{Driver, DriverFail, RawDeviceInfo};
 use crate::error::{Error, Result};
 
 /// What a device is.
@@ -57,9 +59,21 @@ pub(crate) struct DeviceKey {
 }
 
 impl Device {
-    /// Opens device `ordinal` of `backend`.
+    /// Opens device `ordinal` of `backend`: the one place a backend is chosen.
     pub fn open(backend: Backend, ordinal: usize) -> Result<Device> {
-        let (d, raw) = driver::open(backend, ordinal)?;
+        let (d, raw): (Box<dyn Driver>, RawDeviceInfo) = match backend {
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => {
+                let (d, raw) = crate::cuda::CudaDevice::open(ordinal)?;
+                (Box::new(d), raw)
+            }
+            #[cfg(not(feature = "cuda"))]
+            Backend::Cuda => return Err(Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" }),
+            Backend::Hip => {
+                let (d, raw) = crate::hip::HipDevice::open(ordinal)?;
+                (Box::new(d), raw)
+            }
+        };
         Ok(Device::new(backend, raw, d))
     }
 
@@ -72,8 +86,8 @@ impl Device {
     /// so that kiln modules load into it.
     #[cfg(feature = "cuda")]
     pub fn from_cuda_context(ctx: Arc<cudarc::driver::CudaContext>) -> Result<Device> {
-        let (d, raw) = driver::from_cuda_context(ctx)?;
-        Ok(Device::new(Backend::Cuda, raw, d))
+        let (d, raw) = crate::cuda::CudaDevice::from_context(ctx)?;
+        Ok(Device::new(Backend::Cuda, raw, Box::new(d)))
     }
 
     /// HIP device `ordinal`.
@@ -96,7 +110,13 @@ impl Device {
 
     /// How many devices `backend` has. Errors when its driver is missing.
     pub fn count(backend: Backend) -> Result<usize> {
-        driver::count(backend)
+        match backend {
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => crate::cuda::count(),
+            #[cfg(not(feature = "cuda"))]
+            Backend::Cuda => Err(Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" }),
+            Backend::Hip => crate::hip::count(),
+        }
     }
 
     /// Opens and describes every device of `backend`.
@@ -272,6 +292,55 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// A kernel's parameters, in declaration order.
+///
+/// Each value is kept in its own 16-byte aligned slot, so that the pointers
+/// handed to the driver stay valid and aligned for any parameter type.
+#[derive(Default, Debug)]
+pub struct KernelArgs {
+    slots: Vec<Box<[u128]>>,
+}
+
+impl KernelArgs {
+    pub fn new() -> KernelArgs {
+        KernelArgs::default()
+    }
+
+    /// A scalar parameter (`int n`, `float alpha`, `size_t numel`).
+    pub fn push<T: Pod>(&mut self, value: T) -> &mut Self {
+        self.push_bytes(as_bytes(std::slice::from_ref(&value)))
+    }
+
+    /// A device pointer parameter (`const float* x`) pointing at `buffer`.
+    /// The buffer must outlive the kernel's execution.
+    pub fn push_buffer(&mut self, buffer: &DeviceBuffer) -> &mut Self {
+        self.push(buffer.device_ptr())
+    }
+
+    /// A parameter given as its raw bytes (a struct passed by value).
+    pub fn push_bytes(&mut self, bytes: &[u8]) -> &mut Self {
+        let mut slot = vec![0u128; bytes.len().div_ceil(16).max(1)].into_boxed_slice();
+        // SAFETY: the slot holds at least `bytes.len()` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.as_mut_ptr().cast::<u8>(), bytes.len()) };
+        self.slots.push(slot);
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The `void**` array both `cuLaunchKernel` and `hipModuleLaunchKernel` take.
+    /// Valid while `self` is neither dropped nor pushed to.
+    pub(crate) fn pointers(&mut self) -> Vec<*mut c_void> {
+        self.slots.iter_mut().map(|s| s.as_mut_ptr().cast::<c_void>()).collect()
+    }
+}
+
 /// How long loading a module took, by step.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LoadStats {
@@ -394,5 +463,27 @@ impl Function {
         let device = &self.module.device;
         let r = unsafe { device.inner.driver.launch(self.handle, cfg, &mut params) };
         r.map_err(device.err("launch", format!("kernel `{}`, grid {:?}, block {:?}", self.name, cfg.grid, cfg.block)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_argument_gets_an_aligned_slot_holding_its_bytes() {
+        let mut a = KernelArgs::new();
+        a.push(7u32).push(-1.5f32).push(0x1122_3344_5566_7788u64).push_bytes(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
+        let ptrs = a.pointers();
+        assert_eq!(ptrs.len(), 4);
+        for p in &ptrs {
+            assert_eq!(*p as usize % 16, 0);
+        }
+        unsafe {
+            assert_eq!(*(ptrs[0] as *const u32), 7);
+            assert_eq!(*(ptrs[1] as *const f32), -1.5);
+            assert_eq!(*(ptrs[2] as *const u64), 0x1122_3344_5566_7788);
+            assert_eq!(std::slice::from_raw_parts(ptrs[3] as *const u8, 17)[16], 17);
+        }
     }
 }

@@ -1,16 +1,15 @@
 //! What a GPU backend provides, whatever the vendor: [`Driver`], the calls
 //! the backend-generic surface (`device.rs`) makes on an open device. Each
 //! backend implements it in its own file (`cuda.rs` through cudarc, `hip.rs`
-//! through a runtime-loaded binding) and imports nothing but this file, so
-//! it can be read alone; `device.rs` knows backends only through [`open`]
-//! and [`count`].
+//! through a runtime-loaded binding) and imports nothing but this file (and
+//! the launch geometry and errors), so it can be read alone; this file knows
+//! no backend: `device.rs` opens them (`Device::open`, `Device::count`).
 
 use std::ffi::c_void;
 
-use kiln_manifest::{Artifact, Backend, DeviceArch};
+use kiln_manifest::{Artifact, DeviceArch};
 
 use crate::args::LaunchConfig;
-use crate::error::Result;
 
 /// A failed driver call, before it is given its context.
 #[derive(Clone, Debug)]
@@ -66,37 +65,6 @@ pub(crate) trait Driver: Send + Sync {
     #[cfg(feature = "cuda")]
     fn cuda_context(&self) -> Option<&std::sync::Arc<cudarc::driver::CudaContext>> {
         None
-    }
-}
-
-/// Opens device `ordinal` of `backend`.
-pub(crate) fn open(backend: Backend, ordinal: usize) -> Result<(Box<dyn Driver>, RawDeviceInfo)> {
-    match backend {
-        #[cfg(feature = "cuda")]
-        Backend::Cuda => crate::cuda::CudaDevice::open(ordinal).map(|(d, raw)| (Box::new(d) as Box<dyn Driver>, raw)),
-        #[cfg(not(feature = "cuda"))]
-        Backend::Cuda => {
-            let _ = ordinal;
-            Err(crate::error::Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" })
-        }
-        Backend::Hip => crate::hip::HipDevice::open(ordinal).map(|(d, raw)| (Box::new(d) as Box<dyn Driver>, raw)),
-    }
-}
-
-/// A CUDA device for a context the caller already has (candle's).
-#[cfg(feature = "cuda")]
-pub(crate) fn from_cuda_context(ctx: std::sync::Arc<cudarc::driver::CudaContext>) -> Result<(Box<dyn Driver>, RawDeviceInfo)> {
-    crate::cuda::CudaDevice::from_context(ctx).map(|(d, raw)| (Box::new(d) as Box<dyn Driver>, raw))
-}
-
-/// How many devices `backend` has. Errors when its driver is missing.
-pub(crate) fn count(backend: Backend) -> Result<usize> {
-    match backend {
-        #[cfg(feature = "cuda")]
-        Backend::Cuda => crate::cuda::count(),
-        #[cfg(not(feature = "cuda"))]
-        Backend::Cuda => Err(crate::error::Error::BackendDisabled { backend: Backend::Cuda, feature: "cuda" }),
-        Backend::Hip => crate::hip::count(),
     }
 }
 

@@ -38,8 +38,8 @@ mod source;
 mod store;
 mod verify;
 
-pub use args::{KernelArgs, LaunchConfig, Pod};
-pub use device::{Device, DeviceBuffer, DeviceInfo, Function, LoadStats, Module};
+pub use args::{LaunchConfig, Pod};
+pub use device::{Device, DeviceBuffer, DeviceInfo, Function, KernelArgs, LoadStats, Module};
 pub use error::{Error, Result};
 pub use kiln_manifest::{Artifact, Backend, DeviceArch, Kind, Manifest, Match, SelectOptions};
 pub use source::{ArtifactSource, DistDir, FnSource, DIST_DIR_ENV};

@@ -13,12 +13,9 @@ use toml::Spanned;
 
 use crate::{
     error::PinError,
-    quote,
-    raw::{check_debs, check_sha256, Ctx, RawDeb},
-    render_deb_list, render_debs, Closure, Deb, Toolchain, GENERATED_MARKER,
+    fields::{check_debs, check_sha256, Ctx, RawDeb, S},
+    quote, render_deb_list, render_debs, Closure, Deb, Toolchain, GENERATED_MARKER,
 };
-
-type S<T> = Spanned<T>;
 
 #[derive(Clone, Debug)]
 pub struct Containers {

@@ -9,9 +9,11 @@
 mod arch;
 mod containers;
 mod error;
+mod fields;
 mod raw;
 mod reach;
 mod set_check;
+mod set_table;
 mod sets;
 mod show;
 

@@ -1,5 +1,5 @@
 //! The rules a kernel set keeps, written once for both ways a set is
-//! described: the pin file's `[sets.<name>]` ([`crate::sets`], which places a
+//! described: the pin file's `[sets.<name>]` (`set_table.rs`, which places a
 //! [`Fault`] at the field's line and column) and a set described in code
 //! ([`check_sets`], whose messages name the set instead).
 //!
@@ -8,7 +8,7 @@
 //! compiler's reach, and sets against each other. The pin file's syntax (a
 //! value that does not parse, a key given twice) is the pin file reader's.
 
-use crate::{CrateApi, IncludeRoot, KernelSet, Pins, Source, Toolchain};
+use crate::{fields::valid_name, CrateApi, IncludeRoot, KernelSet, Pins, Source, Toolchain};
 
 /// Which part of a set a [`Fault`] is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,12 +65,6 @@ impl Fault {
         let message = if self.message.contains(&named) { self.message.clone() } else { format!("{named}: {}", self.message) };
         format!("{message}{}", self.help.as_ref().map(|h| format!("\n  help: {h}")).unwrap_or_default())
     }
-}
-
-/// A set's or an input's name: lowercase letters, digits, `-` and `_`, not starting with `-` or `_`.
-pub(crate) fn valid_name(s: &str) -> bool {
-    s.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
 fn check_module_name(m: &str) -> Result<(), String> {
@@ -215,4 +209,13 @@ pub(crate) fn check_together(sets: &[KernelSet]) -> Result<(), Fault> {
         }
     }
     Ok(())
+}
+
+impl KernelSet {
+    /// The checks the pin file's sets get (this file's), for a set
+    /// described in code: names, fields that agree, every target within a
+    /// pinned compiler's reach, its crate. The message names the set.
+    pub fn check(&self, pins: &Pins) -> Result<(), String> {
+        check_set(self, &pins.toolchain).map_err(|f| f.plain())
+    }
 }

@@ -3,7 +3,7 @@
 //! [`Local`]; an HTTP server, `http_tier::Http`), a [`ReadOnly`] wrapper that
 //! never writes, and one read-through over them, [`Tiered`], used alike by
 //! job outputs (kiln-build's store) and pinned downloads (the toolchain's
-//! packages, `fetch::fetch_deb`).
+//! packages, `fetch::fetch_deb`; pinned wheels, `wheel::fetch_wheel`).
 //!
 //! A tier holds two kinds of things: **blobs**, named by their own sha256 (a
 //! pinned package), and **entries**, named by an action key (a job's output
@@ -28,7 +28,7 @@ use std::{
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-use crate::cache::{publish_dir, Cache};
+use crate::cache::{publish_dir, Cache, Scratch};
 
 /// The file in each entry that records its output's sha256.
 pub const SHA256_FILE: &str = "output.sha256";
@@ -209,15 +209,8 @@ impl Tiered {
             if !tier.usable() {
                 continue;
             }
-            let scratch = match i {
-                0 => None,
-                _ => match self.cache.scratch("remote") {
-                    Ok(s) => Some(s),
-                    Err(_) => return Ok(Lookup::Miss),
-                },
-            };
-            let into = scratch.as_deref().unwrap_or(Path::new(""));
-            match tier.get_blob(sha256, size, what, into) {
+            let Some(room) = self.room(i) else { return Ok(Lookup::Miss) };
+            match tier.get_blob(sha256, size, what, room.path()) {
                 Answer::Found(found) if i == 0 => return Ok(Lookup::Hit(found.path)),
                 Answer::Found(found) => match check_sent(&tier.blob_name(sha256), sha256, &found) {
                     Ok(()) => {
@@ -264,15 +257,8 @@ impl Tiered {
             if !tier.usable() {
                 continue;
             }
-            let scratch = match i {
-                0 => None,
-                _ => match self.cache.scratch("remote") {
-                    Ok(s) => Some(s),
-                    Err(_) => break,
-                },
-            };
-            let into = scratch.as_deref().unwrap_or(Path::new(""));
-            match tier.get_entry(key, output, into) {
+            let Some(room) = self.room(i) else { break };
+            match tier.get_entry(key, output, room.path()) {
                 Answer::Found(found) if i == 0 => return Lookup::Hit(found.path),
                 Answer::Found(found) => {
                     let entry = found.path.parent().expect("an output is in its entry").to_path_buf();
@@ -333,6 +319,18 @@ impl Tiered {
         self.write_back(self.tiers.len(), BUILT, |t| t.put_entry(key, entry, output)).map_err(anyhow::Error::msg)
     }
 
+    /// Where tier `i` makes its answer (the `into` of [`Storage::get_blob`]
+    /// and [`Storage::get_entry`]): the top tier answers in place; a lower
+    /// one into a fresh scratch folder of the cache, held until its answer is
+    /// checked and kept. `None` when no scratch folder can be made: no tier
+    /// below is asked then.
+    fn room(&self, i: usize) -> Option<Room> {
+        match i {
+            0 => Some(Room(None)),
+            _ => self.cache.scratch("remote").ok().map(|s| Room(Some(s))),
+        }
+    }
+
     /// Writes to each writable tier above `below`, the lowest first and the
     /// top one (which may move what it is given) last, and returns where the
     /// top one keeps it. Only the top tier's failure is an error.
@@ -355,6 +353,16 @@ impl Tiered {
             return Err(format!("{} is read-only", top.describe()));
         }
         put(top.as_ref())
+    }
+}
+
+/// Where a tier makes its answer ([`Tiered::room`]): nowhere (the top
+/// tier's answer is in place), or a scratch folder, removed when dropped.
+struct Room(Option<Scratch>);
+
+impl Room {
+    fn path(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new(""))
     }
 }
 

@@ -10,7 +10,6 @@ use std::{
     io::Read,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
-    sync::Arc,
 };
 
 use anyhow::{bail, Context, Result};
@@ -20,7 +19,8 @@ use kiln_pins::WheelPin;
 use crate::{
     cache::{publish_dir, Cache},
     fetch::{self, download_verified, sha256_file, HashMismatch, Limit},
-    tiers::{Local, Lookup, Storage, Tiered},
+    http_tier,
+    tiers::{Local, Lookup},
 };
 
 /// A file taken out of a pinned wheel, with the sha256 it must have.
@@ -84,9 +84,11 @@ pub fn tool(cache: &Cache, pin: &WheelPin, member: &str) -> Result<Tool> {
 /// (ptxas) and each set's wheel inputs (CUTLASS).
 pub const SEED_ENV: &str = "KILN_WHEELS";
 
-/// The cached wheel, checked against its pin before every use; a damaged one
-/// is fetched again (from [`SEED_ENV`]'s folder when it holds the wheel, else
-/// from its URL), and other bytes fail closed.
+/// The cached wheel, checked against its pin before every use; else (or a
+/// damaged one) read through the cache's tiers as a toolchain package is (a
+/// shared remote cache's copy, checked against the pin), else copied from
+/// [`SEED_ENV`]'s folder when it holds the wheel, else downloaded from its
+/// URL, and then written back to the tiers; other bytes fail closed.
 pub fn fetch_wheel(cache: &Cache, pin: &WheelPin) -> Result<PathBuf> {
     let seeds = std::env::var_os(SEED_ENV).filter(|d| !d.is_empty()).map(PathBuf::from);
     fetch_wheel_seeded(cache, pin, seeds.as_deref())
@@ -95,11 +97,13 @@ pub fn fetch_wheel(cache: &Cache, pin: &WheelPin) -> Result<PathBuf> {
 fn fetch_wheel_seeded(cache: &Cache, pin: &WheelPin, seeds: Option<&Path>) -> Result<PathBuf> {
     let dir = cache.wheels();
     fs::create_dir_all(&dir)?;
-    let dest = dir.join(format!("{}.whl", pin.sha256));
     let what = format!("{} {} ({})", pin.package, pin.version, pin.file_name());
-    // This machine's tier alone: wheels are not asked of a remote cache.
-    let local: Arc<dyn Storage> = Arc::new(Local::new(cache, dir.clone(), ".whl"));
-    if let Lookup::Hit(path) = Tiered::new(cache, vec![local]).get_blob(&pin.sha256, None, &what, "downloading it again")? {
+    // The cache's tiers, as for a toolchain package: this machine's, then a
+    // shared remote cache (the same bytes, checked against the same pin).
+    let local = Local::new(cache, dir.clone(), ".whl");
+    let dest = local.blob(&pin.sha256);
+    let tiers = http_tier::tiers(cache, local);
+    if let Lookup::Hit(path) = tiers.get_blob(&pin.sha256, None, &what, "downloading it again")? {
         return Ok(path);
     }
     if let Some(seed) = seeds.map(|d| d.join(format!("{}.whl", pin.sha256))).filter(|f| f.is_file()) {
@@ -118,7 +122,7 @@ fn fetch_wheel_seeded(cache: &Cache, pin: &WheelPin, seeds: Option<&Path>) -> Re
             );
         }
         fs::rename(&part, &dest)?;
-        return Ok(dest);
+        return tiers.put_blob(&pin.sha256, &dest);
     }
     download_verified(&pin.url, &pin.sha256, Limit::AtMost(fetch::UNPINNED_SIZE_CAP), &what, &dest).map_err(|e| {
         match e.downcast::<HashMismatch>() {
@@ -126,7 +130,7 @@ fn fetch_wheel_seeded(cache: &Cache, pin: &WheelPin, seeds: Option<&Path>) -> Re
             Err(e) => e.context(format!("the pinned wheel {} {} ({})", pin.package, pin.version, pin.url)),
         }
     })?;
-    Ok(dest)
+    tiers.put_blob(&pin.sha256, &dest)
 }
 
 /// A folder taken out of a pinned wheel, every file checked.
