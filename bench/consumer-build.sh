@@ -27,9 +27,11 @@ mkdir -p "$W"
 
 # The registry, on a free loopback port; stopped when this script ends.
 XTASK=(cargo xtask)
-(cd "$REPO" && "${XTASK[@]}" registry serve --dir "$W/registry" --port 0 > "$W/serve.log" 2>&1) &
+# In a process group of its own (setsid): cargo, the xtask and the registry server it starts
+# are all stopped at the end, not only cargo (which would leave the server running).
+(cd "$REPO" && exec setsid "${XTASK[@]}" registry serve --dir "$W/registry" --port 0 > "$W/serve.log" 2>&1) &
 SERVE=$!
-trap 'kill $SERVE 2>/dev/null || true; wait $SERVE 2>/dev/null || true' EXIT
+trap 'kill -- -$SERVE 2>/dev/null || true; wait $SERVE 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do
   INDEX=$(grep -o 'sparse+http://127.0.0.1:[0-9]*/' "$W/serve.log" | head -1 || true)
   [ -n "$INDEX" ] && break
