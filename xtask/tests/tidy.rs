@@ -1106,13 +1106,6 @@ const IMPORT_LOOPS_ALLOWED: &[(&str, &[&str], &str)] = &[
         &["cuda", "hip", "plan"],
         "a plan makes its jobs with cuda.rs's and hip.rs's constructors, which take the plan: issue 35 item 3 (cuda.rs, plan.rs)",
     ),
-    (
-        "kiln-dist",
-        &["builder", "merge", "shard"],
-        "the builder's stages call shard and merge, which call back into its provisioning and planning: issue 35 item 3, \
-         the stages out of builder.rs",
-    ),
-    ("kiln-dist", &["package", "provenance"], "packaging and its provenance record read each other's types: issue 35 item 3 (package.rs)"),
     // Found by this test beyond issue 35's list; each is a follow-up of its own.
     (
         "kiln-loader",
