@@ -223,7 +223,7 @@ pub struct PlannedWall {
     /// never split), the longest Σ first.
     pub units: Vec<PlannedUnit>,
     /// Per shard: its jobs, Σ estimate, and the wall its `workers` plan
-    /// ([`wall`]).
+    /// (scheduled as kiln-build's runner does).
     pub shards: Vec<(usize, u64, u64)>,
     pub workers: usize,
 }
