@@ -1151,15 +1151,8 @@ fn the_module_doc_check_catches_violations() {
 /// with why: (crate, its files' modules, sorted; why). Each is to be broken,
 /// not added to: a new loop fails the test.
 const IMPORT_LOOPS_ALLOWED: &[(&str, &[&str], &str)] = &[
-    // Issue 35 item 3 (the stages out of builder.rs, the cache as tiers), being restructured in
-    // another branch together with these files; break them there.
-    (
-        "kiln-dist",
-        &["builder", "merge", "shard"],
-        "the builder's stages call shard and merge, which call back into its provisioning and planning: issue 35 item 3, \
-         the stages out of builder.rs",
-    ),
-    ("kiln-dist", &["package", "provenance"], "packaging and its provenance record read each other's types: issue 35 item 3 (package.rs)"),
+    // None left: issue 35 broke the last five (kiln-dist's builder/merge/shard and
+    // package/provenance, kiln-build's cuda/hip/plan, kiln-loader's backends, kiln-pins' readers).
 ];
 
 /// A crate's module of the source file `path` (`crates/kiln-dist/src/lock.rs`:

@@ -34,9 +34,8 @@ fn main() -> Result<()> {
         if i == 0 {
             println!("plan: {} jobs, Σ {:.1} s of job time (job-costs.toml)", p.jobs.len(), s(p.total_ms));
             println!("longest job: {} ({:.1} s)", p.longest_job.0, s(p.longest_job.1));
-            let unit = |u: &kiln_dist::shard::PlannedUnit| {
-                format!("{} ({} jobs, Σ {:.1} s, critical path {:.1} s)", u.label, u.jobs, s(u.sum_ms), s(u.path_ms))
-            };
+            let unit =
+                |u: &kiln_dist::PlannedUnit| format!("{} ({} jobs, Σ {:.1} s, critical path {:.1} s)", u.label, u.jobs, s(u.sum_ms), s(u.path_ms));
             if let Some(u) = p.units.first() {
                 println!("longest unit: {}", unit(u));
             }

@@ -78,15 +78,14 @@ impl Graph<'_> {
         command(&self.nodes[i]).unwrap_or_else(|| panic!("node {i} ({}) is not a compile", self.nodes[i]))
     }
 
-    /// Per artifact of set `set` (its manifest path), the job that made it:
+    /// Per artifact of the set whose nodes are `s` (its manifest path), the job that made it:
     /// its command and every file it read with its sha256 (the provenance
     /// record in each crate, [`kiln_package::provenance`]).
     pub fn job_records(
         &self,
-        set: usize,
+        s: &SetNodes,
         hashes: &kiln_build::job::Hashes,
     ) -> Result<std::collections::BTreeMap<String, kiln_package::provenance::JobRecord>> {
-        let s = &self.sets[set];
         let mut out = std::collections::BTreeMap::new();
         for &i in s.modules.iter().chain(&s.archives) {
             let job = self.job(i);
@@ -154,7 +153,7 @@ fn zstd<'a>(label: String, staged: Vec<(String, std::path::PathBuf)>) -> Step<'a
 /// says so, the crates' payloads.
 pub fn build<'a>(
     pins: &'a Pins,
-    plans: &'a [Plan],
+    plans: impl IntoIterator<Item = &'a Plan>,
     selection: &Selection,
     package: &dyn Fn(&KernelSet) -> bool,
     toolchain: &ToolchainFiles,

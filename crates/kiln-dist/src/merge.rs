@@ -16,18 +16,19 @@ use std::{
     path::PathBuf,
 };
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Context as _, Result};
 use kiln_build::store::Store;
 use kiln_manifest::short;
 use kiln_toolchain::fetch;
 
 use crate::{
-    costs,
     lock::{Entry, Lock, Table},
     output,
     part::{Part, PartJob},
-    shard::{OneSet, ShardPlan},
-    Builder, Dist, LockMode, Selection,
+    select::Selection,
+    settings::{LockMode, Scope, SetScope, Settings},
+    shard::ShardPlan,
+    stages::{Context, Dist},
 };
 
 /// Reads every part, naming each folder that is not one.
@@ -85,33 +86,43 @@ fn check_together(parts: &[(PathBuf, Part)]) -> Result<()> {
     Ok(())
 }
 
-/// [`Builder::merge`]: merges `dirs` into the dist folder of the set they
-/// are parts of. The set's lock, where there is one, holds the committed
-/// hashes each part's artifacts are checked against (where it is for these
-/// pins); [`LockMode::Check`] also requires it, and the whole result to match it.
-pub(crate) fn run(b: Builder, dirs: &[PathBuf], say: &(dyn Fn(String) + Sync)) -> Result<Dist> {
+/// What [`prepare`] found: the set and selection the parts were built of,
+/// which the ordinary build then builds with compiling turned off
+/// ([`crate::Builder::merge`]), and the lock its result is read back against.
+pub(crate) struct Merging {
+    pub(crate) set: String,
+    pub(crate) selection: Selection,
+    /// The set's lock, when `--locked` compares the whole result with it.
+    locked: Option<Lock>,
+    lock_name: String,
+}
+
+/// [`crate::Builder::merge`]'s first half: reads `dirs`, the parts of one
+/// set, checks them and puts their outputs into the cache. The set's lock,
+/// where there is one, holds the committed hashes each part's artifacts are
+/// checked against (where it is for these pins); [`LockMode::Check`] also
+/// requires it, and the whole result to match it ([`Merging::read_back`]).
+pub(crate) fn prepare(settings: &Settings, dirs: &[PathBuf], say: &(dyn Fn(String) + Sync)) -> Result<Merging> {
     let parts = read_parts(dirs)?;
     check_together(&parts)?;
     let first = &parts[0].1;
     let n = first.shard.n;
-    let locked = b.lock == LockMode::Check;
+    let locked = settings.lock == LockMode::Check;
     // The parts say which set and selection were built; this merge builds the same.
-    let set = b.set_named(first.plan.set.as_deref()).context("the parts are of a set this pin file does not have")?;
-    let set_out = b.output_of(&set.name);
+    let set = settings.set_named(first.plan.set.as_deref()).context("the parts are of a set this pin file does not have")?;
+    let set_out = settings.output_of(&set.name);
     let lock_name = set_out.lock_name();
     let lock = if locked || set_out.lock.exists() {
         Some(Lock::load(&set_out.lock).with_context(|| format!("set `{}`: --locked compares with {lock_name}", set.name))?)
     } else {
         None
     };
-    let lock = lock.as_ref();
     let selection = Selection::new(first.plan.modules.clone(), &first.plan.archs, &[set])?;
     output::check(&set_out.folder)?;
-    let one = OneSet { pins: b.pins, set, output: set_out.clone(), selection: selection.clone() };
-    // The checks need no remote cache; the dist below uses it, if one is given.
-    let tools = b.provision(&[set], &selection, None, say)?;
-    let planned = b.plan(&tools, &[set], say)?;
-    let plan = ShardPlan::new(&one, &tools, &planned, &b.base.join(costs::FILE_NAME))?;
+    // The checks need no remote cache; the dist after them uses it, if one is given.
+    let scope = Scope { selection: selection.clone(), sets: vec![SetScope { set, output: set_out, lock: None }] };
+    let cx = Context::new(settings, scope, None, say)?;
+    let plan = ShardPlan::new(&cx)?;
     if plan.identity != first.plan {
         bail!(
             "the parts are of plan {}, but this checkout makes plan {}: {}; merge parts on a checkout of the commit the shards built",
@@ -121,21 +132,25 @@ pub(crate) fn run(b: Builder, dirs: &[PathBuf], say: &(dyn Fn(String) + Sync)) -
         );
     }
     say(format!("merging {} part(s) of plan {} ({} jobs, {} shards)", parts.len(), short(&plan.identity.id, 12), plan.jobs.len(), n));
-    let chosen = check_parts(&parts, &plan, lock, locked, &lock_name, say)?;
-    import(&tools.cache, &parts, &plan, &chosen, say)?;
-    drop(tools);
-    let name = set.name.clone();
-    let dist = b.only(&[name]).selection_of(selection).no_compile(true).build(say)?;
-    let outcome = &dist.sets[0];
-    if let (true, Some(lock)) = (locked, lock) {
-        // The whole result, read back from the folder as a consumer gets it.
+    let chosen = check_parts(&parts, &plan, lock.as_ref(), locked, &lock_name, say)?;
+    import(&cx.tools.cache, &parts, &plan, &chosen, say)?;
+    Ok(Merging { set: set.name.clone(), selection, locked: lock.filter(|_| locked), lock_name })
+}
+
+impl Merging {
+    /// [`crate::Builder::merge`]'s last step: with `--locked`, the whole
+    /// result, read back from the folder as a consumer gets it.
+    pub(crate) fn read_back(&self, dist: &Dist, say: &(dyn Fn(String) + Sync)) -> Result<()> {
+        let Some(lock) = &self.locked else { return Ok(()) };
+        let outcome = &dist.sets[0];
         let (artifacts, crates) = crate::verify::folder(&outcome.out, lock)?;
         say(format!(
-            "{}: read back: {artifacts} artifacts match the manifest and {lock_name}, {crates} crates match crates.json",
-            outcome.out.display()
+            "{}: read back: {artifacts} artifacts match the manifest and {}, {crates} crates match crates.json",
+            outcome.out.display(),
+            self.lock_name
         ));
+        Ok(())
     }
-    Ok(dist)
 }
 
 /// Every job of `plan` in exactly one part, every file whole, and every

@@ -14,11 +14,12 @@ use kiln_package::{
     cargo, generate,
     sources::{Sources, ToolchainFiles},
 };
-use kiln_pins::{ArtifactCrate, CrateApi, KernelSet};
+use kiln_pins::{ArtifactCrate, CrateApi};
 use kiln_toolchain::{fetch, Cache, Runner};
 
-use crate::set_manifest::SetManifest;
+use crate::provenance::{self, trees_listing};
 
+pub use crate::provenance::What;
 pub use kiln_package::record::{CrateRecord, CRATES_DIR, CRATES_JSON, SOURCES_DIR};
 
 /// What the graph made for a set's crates: the compressed payloads and slices.
@@ -30,24 +31,6 @@ pub struct Payloads {
     pub slices: Vec<PathBuf>,
     /// `libcudart_static.a`, compressed.
     pub cudart: PathBuf,
-}
-
-/// What a set's crates are packaged from, besides the payloads.
-pub struct What<'a> {
-    pub runner: &'a Runner,
-    pub cache: &'a Cache,
-    pub set: &'a KernelSet,
-    /// kiln's repository (the template and the leaf crates' sources).
-    pub kiln: &'a Path,
-    /// The set's verified sources.
-    pub source_root: &'a Path,
-    pub manifest: &'a SetManifest,
-    /// The main crate name and version of the set whose CUDA runtime crate
-    /// this set's parts link (`crate.cudart`); `None`: its own.
-    pub cudart: Option<(String, String)>,
-    pub pins: &'a kiln_pins::Pins,
-    /// Per artifact (manifest path), the job that made it.
-    pub jobs: BTreeMap<String, kiln_package::provenance::JobRecord>,
 }
 
 /// Generates the set's crates around the payloads and packages them into
@@ -66,7 +49,7 @@ pub fn crates(w: &What, payloads: &Payloads, staged: &Path, say: &(dyn Fn(String
         .and_then(|l| l.ffi.as_ref())
         .with_context(|| format!("set `{}`: its crates need the static library's ffi file", set.name))?;
     let ffi_rs = w.source_root.join(ffi);
-    let provenance = crate::provenance::set_record(w, &sources)?;
+    let provenance = provenance::set_record(w, &sources)?;
     let (key, input_licenses) = package_key(w, artifact_crate, &version, &sources, &ffi_rs, &provenance)?;
     let cached = cache.packages().join(&key);
     if let Some(records) = from_cache(cache, &cached, &key, staged, say)? {
@@ -233,18 +216,6 @@ fn cache_key(runner: &Runner, name: &str, version: &str, manifest_json: &str, tr
     text.push_str(manifest_json);
     text.push_str(&trees_listing(trees)?);
     Ok(kiln_manifest::sha256_hex(text.as_bytes()))
-}
-
-/// Every file of `trees`, each tree's sorted, as `<path in its tree> <sha256>` lines:
-/// what the packaged crates' cache key and their provenance record hash.
-pub(crate) fn trees_listing(trees: &[&Path]) -> Result<String> {
-    let mut text = String::new();
-    for tree in trees {
-        for f in kiln_package::sources::files_under(tree)? {
-            text.push_str(&format!("{} {}\n", f.strip_prefix(tree).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
-        }
-    }
-    Ok(text)
 }
 
 /// A rename, or a copy and a removal where the two folders are on different

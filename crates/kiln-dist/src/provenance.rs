@@ -1,22 +1,56 @@
-//! What built a set's crates, for the provenance record each carries
-//! ([`kiln_package::provenance`]): gathered here from the pins, the
-//! provisioned toolchain, kiln's checkout and the job graph.
+//! What built a set's crates ([`What`], which packaging makes them from),
+//! for the provenance record each carries ([`kiln_package::provenance`]):
+//! gathered here from the pins, the provisioned toolchain, kiln's checkout
+//! and the job graph.
 
 use std::{
+    collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context, Result};
 use kiln_package::sources::Sources;
+use kiln_pins::KernelSet;
+use kiln_toolchain::{fetch, Cache, Runner};
 
-use crate::package::What;
+use crate::set_manifest::SetManifest;
+
+/// What a set's crates are packaged from, besides the payloads.
+pub struct What<'a> {
+    pub runner: &'a Runner,
+    pub cache: &'a Cache,
+    pub set: &'a KernelSet,
+    /// kiln's repository (the template and the leaf crates' sources).
+    pub kiln: &'a Path,
+    /// The set's verified sources.
+    pub source_root: &'a Path,
+    pub manifest: &'a SetManifest,
+    /// The main crate name and version of the set whose CUDA runtime crate
+    /// this set's parts link (`crate.cudart`); `None`: its own.
+    pub cudart: Option<(String, String)>,
+    pub pins: &'a kiln_pins::Pins,
+    /// Per artifact (manifest path), the job that made it.
+    pub jobs: BTreeMap<String, kiln_package::provenance::JobRecord>,
+}
+
+/// Every file of `trees`, each tree's sorted, as `<path in its tree> <sha256>` lines:
+/// what the packaged crates' cache key and their provenance record hash.
+pub(crate) fn trees_listing(trees: &[&Path]) -> Result<String> {
+    let mut text = String::new();
+    for tree in trees {
+        for f in kiln_package::sources::files_under(tree)? {
+            text.push_str(&format!("{} {}\n", f.strip_prefix(tree).unwrap_or(&f).display(), fetch::sha256_file(&f)?));
+        }
+    }
+    Ok(text)
+}
 
 /// What built a set's crates, for the provenance record in each
 /// ([`kiln_package::provenance`]): kiln (version, commit, the digest of the
 /// code that writes crates), the pin file's sha256, every pinned input with
 /// its licence, and per artifact the job that made it.
-pub fn set_record(w: &What, sources: &Sources) -> Result<kiln_package::provenance::SetRecord> {
+pub(crate) fn set_record(w: &What, sources: &Sources) -> Result<kiln_package::provenance::SetRecord> {
     use kiln_package::provenance::{Input, Origin, SetRecord};
     let pins = w.pins;
     let pins_bytes = fs::read(&pins.file).with_context(|| format!("cannot read {}", pins.file.display()))?;
@@ -47,7 +81,7 @@ pub fn set_record(w: &What, sources: &Sources) -> Result<kiln_package::provenanc
         inputs.push(Input { origin: Origin::Crate, name: name.clone(), version: version.clone(), sha256: sha256.clone(), license });
     }
     inputs.dedup();
-    let digest = crate::package::trees_listing(&sources.trees())?;
+    let digest = trees_listing(&sources.trees())?;
     Ok(SetRecord {
         kiln_version: env!("CARGO_PKG_VERSION").to_string(),
         kiln_commit: git_head(w.kiln),
@@ -62,7 +96,7 @@ pub fn set_record(w: &What, sources: &Sources) -> Result<kiln_package::provenanc
 
 /// The commit checked out in the git repository at `repo`, read from its
 /// files (a worktree's `.git` file, loose and packed refs); `None` outside git.
-pub fn git_head(repo: &Path) -> Option<String> {
+pub(crate) fn git_head(repo: &Path) -> Option<String> {
     let dot = repo.join(".git");
     let git_dir = if dot.is_file() {
         let text = fs::read_to_string(&dot).ok()?;

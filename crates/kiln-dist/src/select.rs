@@ -166,13 +166,13 @@ fn names(sets: &[&KernelSet]) -> String {
 }
 
 /// Every module and static library of `sets`: what `--module` may name.
-pub fn known_modules(sets: &[&KernelSet]) -> Vec<String> {
+pub(crate) fn known_modules(sets: &[&KernelSet]) -> Vec<String> {
     sets.iter().flat_map(|s| s.module_names()).collect()
 }
 
 /// Every target `--arch` may name: the sets' targets and their static
 /// libraries' own sms and PTX levels (candle's compute_90).
-pub fn known_targets(sets: &[&KernelSet]) -> Vec<Target> {
+pub(crate) fn known_targets(sets: &[&KernelSet]) -> Vec<Target> {
     let mut v: Vec<Target> = Vec::new();
     for s in sets {
         let lib = s.staticlib.iter().flat_map(|l| l.sass.iter().map(|&x| Target::Sass(x)).chain(l.ptx.iter().map(|&x| Target::Ptx(x))));

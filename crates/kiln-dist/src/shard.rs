@@ -13,33 +13,26 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
-use kiln_build::{job::Hashes, run_graph, Job, JobKind, Node, Plan, Work};
+use anyhow::{bail, Context as _, Result};
+use kiln_build::{job::Hashes, Job, JobKind, Node, Plan, Work};
 use kiln_manifest::short;
-use kiln_pins::{KernelSet, Pins};
+use kiln_pins::Pins;
 use kiln_toolchain::fetch;
 
 use crate::{
-    builder::{Planned, Provisioned},
     collect,
     costs::{self, Costs},
     output::{self, Staged},
     part::{self, Part, PartJob, PlanIdentity, Spec},
-    Builder, LockMode, Selection, SetOutput,
+    select::Selection,
+    settings::{LockMode, Settings},
+    stages::{Context, Provisioned},
 };
-
-/// The one set a shard or a merge is of, and how much of it.
-pub(crate) struct OneSet<'a> {
-    pub(crate) pins: &'a Pins,
-    pub(crate) set: &'a KernelSet,
-    pub(crate) output: SetOutput,
-    pub(crate) selection: Selection,
-}
 
 /// Which shard (1..=n) each job goes to: longest first onto the shard with
 /// the least estimated time so far (the lowest-numbered on a tie); equal
 /// costs are ordered by label. Depends on nothing but its arguments.
-pub fn partition(labels: &[String], cost_ms: &[u64], n: u32) -> Vec<u32> {
+pub(crate) fn partition(labels: &[String], cost_ms: &[u64], n: u32) -> Vec<u32> {
     assert_eq!(labels.len(), cost_ms.len());
     let mut order: Vec<usize> = (0..labels.len()).collect();
     order.sort_by(|&a, &b| cost_ms[b].cmp(&cost_ms[a]).then_with(|| labels[a].cmp(&labels[b])));
@@ -56,7 +49,7 @@ pub fn partition(labels: &[String], cost_ms: &[u64], n: u32) -> Vec<u32> {
 /// [`partition`] of units rather than jobs: jobs joined by `reads` (each
 /// job's inputs, by index) go to one shard, cut as one unit named by its
 /// first job's label, of their summed cost. Returns each job's shard.
-pub fn partition_units(labels: &[String], cost_ms: &[u64], reads: &[Vec<usize>], n: u32) -> Vec<u32> {
+pub(crate) fn partition_units(labels: &[String], cost_ms: &[u64], reads: &[Vec<usize>], n: u32) -> Vec<u32> {
     let unit = units(reads);
     let mut roots: Vec<usize> = unit.clone();
     roots.sort_unstable();
@@ -69,7 +62,7 @@ pub fn partition_units(labels: &[String], cost_ms: &[u64], reads: &[Vec<usize>],
 
 /// Each job's unit: the lowest index among the jobs it is joined to through
 /// `reads` (either way, transitively).
-pub fn units(reads: &[Vec<usize>]) -> Vec<usize> {
+pub(crate) fn units(reads: &[Vec<usize>]) -> Vec<usize> {
     let mut parent: Vec<usize> = (0..reads.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -88,23 +81,15 @@ pub fn units(reads: &[Vec<usize>]) -> Vec<usize> {
 }
 
 /// The recipe of every job (whose sha256 is the cache key kiln-build's runner uses).
-pub fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
+pub(crate) fn recipes(jobs: &[Job], toolchain: &str) -> Result<Vec<String>> {
     let hashes = Hashes::default();
     jobs.iter().map(|j| j.recipe(toolchain, &hashes).with_context(|| format!("cannot hash the inputs of {j}"))).collect()
 }
 
-/// The identity of the plan `jobs` (with `keys`) of `one`'s selection
-/// (whose sources have `source_sha256`).
-fn identity(
-    one: &OneSet,
-    source_sha256: &str,
-    toolchain: &str,
-    jobs: &[Job],
-    reads: &[Vec<(usize, String)>],
-    keys: &[String],
-    costs_text: &[u8],
-) -> Result<PlanIdentity> {
-    let set = one.set;
+/// The identity of the plan `jobs` (with `keys`) of the one set of `cx`.
+fn identity(cx: &Context, toolchain: &str, jobs: &[Job], reads: &[Vec<(usize, String)>], keys: &[String], costs_text: &[u8]) -> Result<PlanIdentity> {
+    let one = &cx.sets[0];
+    let (set, source_sha256) = (one.set, &one.source.sha256);
     // The main set's plans keep the identity they always had; another set's names itself.
     let set_name = one.output.named();
     // As the lock's `source` line writes it (a crate: name version sha256; a folder: path sha256).
@@ -121,8 +106,8 @@ fn identity(
         v.dedup();
         v
     };
-    let archs: Vec<String> = one.selection.archs.iter().map(|t| t.to_string()).collect();
-    let (modules, archs) = (sorted(&one.selection.modules), sorted(&archs));
+    let archs: Vec<String> = cx.selection.archs.iter().map(|t| t.to_string()).collect();
+    let (modules, archs) = (sorted(&cx.selection.modules), sorted(&archs));
     let mut text = String::from("kiln-plan v1\n");
     if let Some(name) = &set_name {
         text.push_str(&format!("set {name}\n"));
@@ -155,49 +140,48 @@ fn identity(
 
 /// The jobs whose outputs a job reads (index into the plan's jobs) and the
 /// name each is staged under in its job folder.
-pub type Reads = Vec<(usize, String)>;
+pub(crate) type Reads = Vec<(usize, String)>;
 
 /// The whole plan as the shards and the merge see it.
-pub struct ShardPlan {
-    pub jobs: Vec<Job>,
+pub(crate) struct ShardPlan {
+    pub(crate) jobs: Vec<Job>,
     /// Per job, the earlier jobs whose outputs it reads: a library cubin's PTX.
-    pub reads: Vec<Reads>,
+    pub(crate) reads: Vec<Reads>,
     /// Per job, its recipe: for a job that reads others, without their
     /// bytes, which only exist once they are built ([`ShardPlan::cache_recipe`]).
-    pub recipes: Vec<String>,
-    /// Per job, the sha256 of its recipe: the cache key of a job that reads none.
-    pub keys: Vec<String>,
-    pub labels: Vec<String>,
-    pub cost_ms: Vec<u64>,
-    pub identity: PlanIdentity,
+    pub(crate) recipes: Vec<String>,
+    pub(crate) labels: Vec<String>,
+    pub(crate) cost_ms: Vec<u64>,
+    pub(crate) identity: PlanIdentity,
     /// The toolchain identity the recipes name.
     toolchain: String,
 }
 
 impl ShardPlan {
-    /// The plan of `one` (planned as `planned`, its only set) with the cost table at `costs_path`.
-    pub(crate) fn new(one: &OneSet, tools: &Provisioned, planned: &Planned, costs_path: &Path) -> Result<ShardPlan> {
-        let costs_text = std::fs::read(costs_path).unwrap_or_default();
-        let costs = Costs::load(costs_path)?;
-        let (jobs, reads) = compile_jobs(&one.selection, &planned.plans[0], one.pins)?;
-        let toolchain = &tools.runner.sysroot().identity;
+    /// The plan of the one set of `cx` with the committed cost table.
+    pub(crate) fn new(cx: &Context) -> Result<ShardPlan> {
+        let costs_path = cx.settings.costs_path();
+        let costs_text = std::fs::read(&costs_path).unwrap_or_default();
+        let costs = Costs::load(&costs_path)?;
+        let (jobs, reads) = compile_jobs(&cx.selection, &cx.sets[0].plan, cx.settings.pins)?;
+        let toolchain = &cx.tools.runner.sysroot().identity;
         let recipes = recipes(&jobs, toolchain)?;
         let keys: Vec<String> = recipes.iter().map(|r| Job::key(r)).collect();
         let labels: Vec<String> = jobs.iter().map(costs::label).collect();
         let cost_ms = costs.estimate(&jobs);
-        let identity = identity(one, &planned.sources[0].sha256, toolchain, &jobs, &reads, &keys, &costs_text)?;
-        Ok(ShardPlan { jobs, reads, recipes, keys, labels, cost_ms, identity, toolchain: toolchain.clone() })
+        let identity = identity(cx, toolchain, &jobs, &reads, &keys, &costs_text)?;
+        Ok(ShardPlan { jobs, reads, recipes, labels, cost_ms, identity, toolchain: toolchain.clone() })
     }
 
     /// Shard number (1..=n) of every job: a job and those it reads in one.
-    pub fn assignment(&self, n: u32) -> Vec<u32> {
+    pub(crate) fn assignment(&self, n: u32) -> Vec<u32> {
         let reads: Vec<Vec<usize>> = self.reads.iter().map(|r| r.iter().map(|(d, _)| *d).collect()).collect();
         partition_units(&self.labels, &self.cost_ms, &reads, n)
     }
 
     /// Job `i`'s cache recipe, the runner's, given where the output of each
     /// job it reads is (`output(j)`): its own recipe with those files staged.
-    pub fn cache_recipe(&self, i: usize, output: &dyn Fn(usize) -> Option<std::path::PathBuf>) -> Result<String> {
+    pub(crate) fn cache_recipe(&self, i: usize, output: &dyn Fn(usize) -> Option<std::path::PathBuf>) -> Result<String> {
         if self.reads[i].is_empty() {
             return Ok(self.recipes[i].clone());
         }
@@ -211,7 +195,7 @@ impl ShardPlan {
 
     /// Per unit of the plan (a job and the jobs it reads, cut together),
     /// its first job's label and the summed estimate, longest first.
-    pub fn units(&self) -> Vec<(String, u64)> {
+    pub(crate) fn units(&self) -> Vec<(String, u64)> {
         let reads: Vec<Vec<usize>> = self.reads.iter().map(|r| r.iter().map(|(d, _)| *d).collect()).collect();
         let unit = units(&reads);
         let mut out: Vec<(String, u64)> = Vec::new();
@@ -227,7 +211,7 @@ impl ShardPlan {
 }
 
 /// What `--shard K/N` plans for an empty cache, from `job-costs.toml`'s
-/// seconds ([`Builder::shard_plan`]).
+/// seconds ([`crate::Builder::shard_plan`]).
 pub struct PlannedWall {
     /// Every job of the plan, in plan order.
     pub jobs: Vec<PlannedJob>,
@@ -239,7 +223,7 @@ pub struct PlannedWall {
     /// never split), the longest Σ first.
     pub units: Vec<PlannedUnit>,
     /// Per shard: its jobs, Σ estimate, and the wall its `workers` plan
-    /// ([`wall`]).
+    /// (scheduled as kiln-build's runner does).
     pub shards: Vec<(usize, u64, u64)>,
     pub workers: usize,
 }
@@ -266,7 +250,7 @@ impl PlannedWall {
 /// the jobs it `reads` are done), scheduled as kiln-build's runner does:
 /// among the jobs that can start, the deepest in the graph first, then the
 /// costliest, then the earliest.
-pub fn wall(cost_ms: &[u64], reads: &[Vec<usize>], workers: usize) -> u64 {
+pub(crate) fn wall(cost_ms: &[u64], reads: &[Vec<usize>], workers: usize) -> u64 {
     let n = cost_ms.len();
     let mut depth = vec![0usize; n];
     for i in 0..n {
@@ -300,12 +284,10 @@ pub fn wall(cost_ms: &[u64], reads: &[Vec<usize>], workers: usize) -> u64 {
     now
 }
 
-/// [`Builder::shard_plan`].
-pub(crate) fn planned(b: &Builder, n: u32, say: &(dyn Fn(String) + Sync)) -> Result<PlannedWall> {
-    let one = b.one_set_of_shard()?;
-    let tools = b.provision(&[one.set], &one.selection, None, say)?;
-    let planned = b.plan(&tools, &[one.set], say)?;
-    let plan = ShardPlan::new(&one, &tools, &planned, &b.base.join(costs::FILE_NAME))?;
+/// [`crate::Builder::shard_plan`].
+pub(crate) fn planned(settings: &Settings, n: u32, say: &(dyn Fn(String) + Sync)) -> Result<PlannedWall> {
+    let cx = Context::new(settings, settings.shard_scope()?, None, say)?;
+    let plan = ShardPlan::new(&cx)?;
     let reads: Vec<Vec<usize>> = plan.reads.iter().map(|r| r.iter().map(|(d, _)| *d).collect()).collect();
     let longest = (0..plan.jobs.len()).max_by_key(|&i| (plan.cost_ms[i], std::cmp::Reverse(i))).context("the plan has no job")?;
     let unit = units(&reads);
@@ -329,7 +311,7 @@ pub(crate) fn planned(b: &Builder, n: u32, say: &(dyn Fn(String) + Sync)) -> Res
             let local = |d: &usize| mine.iter().position(|m| m == d).expect("a unit is in one shard");
             let cost: Vec<u64> = mine.iter().map(|&i| plan.cost_ms[i]).collect();
             let r: Vec<Vec<usize>> = mine.iter().map(|&i| reads[i].iter().map(local).collect()).collect();
-            (mine.len(), cost.iter().sum(), wall(&cost, &r, b.workers))
+            (mine.len(), cost.iter().sum(), wall(&cost, &r, settings.workers))
         })
         .collect();
     let jobs = (0..plan.jobs.len())
@@ -346,7 +328,7 @@ pub(crate) fn planned(b: &Builder, n: u32, say: &(dyn Fn(String) + Sync)) -> Res
         longest_job: (plan.labels[longest].clone(), plan.cost_ms[longest]),
         units: planned_units,
         shards,
-        workers: b.workers,
+        workers: settings.workers,
     })
 }
 
@@ -398,19 +380,22 @@ fn compile_jobs(selection: &Selection, plan: &Plan, pins: &Pins) -> Result<(Vec<
     Ok((jobs, reads))
 }
 
-/// [`Builder::shard`]: builds shard `spec` of the builder's one set into its
+/// [`crate::Builder::shard`]: builds shard `spec` of the builder's one set into its
 /// part folder, replaced whole at the end (or left as it was on any failure).
-pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Result<PartOutcome> {
+pub(crate) fn run(settings: &Settings, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Result<PartOutcome> {
     let start = std::time::Instant::now();
-    let one = b.one_set_of_shard()?;
-    let out = b.part_folder(&one.output, spec);
+    let mut scope = settings.shard_scope()?;
+    let out = settings.part_folder(&scope.sets[0].output, spec);
     part::check_out(&out)?;
     output::remove_stale_siblings(&out);
     // Only the shard's own artifacts and objects are compared with the lock (`--locked`).
-    let lock = if b.lock == LockMode::Check { Some(crate::lock::Lock::load(&one.output.lock)?) } else { None };
-    let tools = b.provision(&[one.set], &one.selection, b.remote.clone(), say)?;
-    let planned = b.plan(&tools, &[one.set], say)?;
-    let plan = ShardPlan::new(&one, &tools, &planned, &b.base.join(costs::FILE_NAME))?;
+    if settings.lock == LockMode::Check {
+        let lock = crate::lock::Lock::load(&scope.sets[0].output.lock)?;
+        scope.sets[0].lock = Some(lock);
+    }
+    let cx = Context::new(settings, scope, settings.remote.clone(), say)?;
+    let (one, tools) = (&cx.sets[0], &cx.tools);
+    let plan = ShardPlan::new(&cx)?;
     let shard = plan.assignment(spec.n);
     let mine: Vec<usize> = (0..plan.jobs.len()).filter(|&i| shard[i] == spec.k).collect();
     let jobs: Vec<Job> = mine.iter().map(|&i| plan.jobs[i].clone()).collect();
@@ -429,7 +414,6 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
         tools.cache.root().display()
     ));
 
-    let run_opts = kiln_build::Options { workers: b.workers, verbose: b.verbose, no_compile: b.no_compile, ..Default::default() };
     // The shard's jobs as a graph: a job it reads is its own (one unit), and comes first.
     let local = |d: usize| mine.iter().position(|&m| m == d).expect("a job and the jobs it reads are in one shard");
     let nodes: Vec<Node> = mine
@@ -439,8 +423,7 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
             inputs: plan.reads[i].iter().map(|(d, name)| (local(*d), name.clone())).collect(),
         })
         .collect();
-    let results = run_graph(&tools.runner, &tools.cache, &nodes, &run_opts, say);
-    let built: Vec<(Job, kiln_build::Built)> = jobs.iter().cloned().zip(collect::successes(&nodes, results)?).collect();
+    let built: Vec<(Job, kiln_build::Built)> = jobs.iter().cloned().zip(cx.run_nodes(&nodes, Vec::new(), say)?).collect();
     for (i, (j, b)) in mine.iter().zip(&built) {
         let key = Job::key(&plan.cache_recipe(*i, &|d| Some(built[local(d)].1.path.clone()))?);
         if b.key != key {
@@ -451,8 +434,8 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
     // shard, on the machine that built it, not the merge.
     let modules: Vec<_> = built.iter().filter(|(j, _)| j.kind.is_artifact()).cloned().collect();
     let collected = collect::artifacts(&one.set.targets, &modules)?;
-    if let Some(lock) = &lock {
-        let m = collect::manifest(one.set, one.output.is_main, &planned.sources[0].sha256, tools.toolchain.clone(), &collected);
+    if let Some(lock) = &one.lock {
+        let m = collect::manifest(one.set, one.output.is_main, &one.source.sha256, tools.toolchain.clone(), &collected);
         let objects = built
             .iter()
             .filter(|(j, _)| j.kind == JobKind::Object)
@@ -463,7 +446,7 @@ pub(crate) fn run(b: &Builder, spec: Spec, say: &(dyn Fn(String) + Sync)) -> Res
             bail!("--locked: {} difference(s) from {}; no part was written:\n  {}", diff.len(), one.output.lock_name(), diff.join("\n  "));
         }
     }
-    let part = write_part(&tools, &out, spec, &plan, estimated, &built)?;
+    let part = write_part(tools, &out, spec, &plan, estimated, &built)?;
     if let Some(r) = tools.cache.remote() {
         say(r.summary());
     }
