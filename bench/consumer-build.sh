@@ -7,6 +7,9 @@
 #
 #   KILN_DIST_DIR   the dist whose crates are published (default target/dist)
 #   WORK            scratch folder (default /tmp/kiln-consumer-build; emptied first)
+#   CUDARC_CUDA_VERSION, KILN_CUDA_LINK_STUBS   passed to the quick start's build only (its
+#                   .cargo/config.toml's [env] gives them otherwise), e.g. 13000 and 1 for a
+#                   binary that runs on CUDA 13's libraries (bench/quick-start-cuda13.sh)
 #
 # Prints, and writes to $WORK/result.txt:
 #   - the bytes (and crates) the clean CARGO_HOME downloaded from kiln's registry;
@@ -26,7 +29,9 @@ rm -rf "$W"
 mkdir -p "$W"
 
 # The registry, on a free loopback port; stopped when this script ends.
-XTASK=(cargo xtask)
+# kiln's own xtask is built without the consumer's CUDA settings (a CUDARC_CUDA_VERSION of
+# another major would rebuild the workspace's cudarc for it); the consumer's build gets them.
+XTASK=(env -u CUDARC_CUDA_VERSION -u KILN_CUDA_LINK_STUBS cargo xtask)
 # In a process group of its own (setsid): cargo, the xtask and the registry server it starts
 # are all stopped at the end, not only cargo (which would leave the server running).
 (cd "$REPO" && exec setsid "${XTASK[@]}" registry serve --dir "$W/registry" --port 0 > "$W/serve.log" 2>&1) &
