@@ -1039,6 +1039,93 @@ fn the_cache_tier_check_catches_violations() {
     );
 }
 
+/// Files outside `tiers.rs` that hash a file in a cache's blob area, each with why it is not the blob check.
+const BLOB_HASHERS: &[(&str, &str)] = &[(
+    "crates/kiln-toolchain/src/fetch.rs",
+    "`download_verified` checks a download against its pin and `verify_file` a file against the hash its caller gives",
+)];
+
+/// Every check of a cache entry or blob written outside kiln-toolchain's
+/// `tiers.rs` (whose `check_entry` and `check_blob` are the only ones): an
+/// entry's output told apart from its bookkeeping (`BOOKKEEPING` outside a
+/// `use`), its recorded sha256 read (`SHA256_FILE` on a line that reads),
+/// or a file hashed (`sha256_file(`) by a source that names a blob area of
+/// the cache (`cache::DEBS`, `.debs()`, `DEB_SUFFIX`, `"bundles"`).
+fn cache_check_violations(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| p != "crates/kiln-toolchain/src/tiers.rs") {
+        let lexed = lex::lex(text);
+        let code = &lexed.code;
+        let line = |at: usize| code[..at].matches('\n').count() + 1;
+        // A name imported (`use`, `pub use`) is not a check; its use is.
+        let imported = |at: usize| {
+            let statement = code[..at].rsplit(';').next().unwrap_or_default().trim_start();
+            ["use ", "pub use ", "pub(crate) use "].iter().any(|u| statement.starts_with(u))
+        };
+        for (at, _) in code.match_indices("BOOKKEEPING").filter(|(at, _)| !imported(*at)) {
+            out.push(format!("{path}:{}: `BOOKKEEPING`: an entry's output picked by hand; call kiln_toolchain::tiers::check_entry", line(at)));
+        }
+        let blob_area =
+            ["cache::DEBS", ".debs()", "DEB_SUFFIX"].iter().any(|n| code.contains(n)) || lexed.strings.iter().any(|(_, s)| s == "bundles");
+        for (i, l) in code.lines().enumerate() {
+            if l.contains("SHA256_FILE") && ["read_to_string(", "fs::read("].iter().any(|r| l.contains(r)) {
+                out.push(format!("{path}:{}: `SHA256_FILE` read: an entry checked by hand; call kiln_toolchain::tiers::check_entry", i + 1));
+            }
+            if blob_area && l.contains("sha256_file(") && !allowed.iter().any(|(a, _)| a == path) {
+                out.push(format!(
+                    "{path}:{}: `sha256_file(` beside a blob area of the cache: a blob checked by hand; call kiln_toolchain::tiers::check_blob",
+                    i + 1
+                ));
+            }
+        }
+    }
+    out.sort_by_key(|v| {
+        let mut parts = v.splitn(3, ':');
+        (parts.next().map(str::to_string), parts.next().and_then(|n| n.parse::<usize>().ok()))
+    });
+    out
+}
+
+/// Architecture Invariant: whether a cache entry or blob is whole is decided only by kiln-toolchain's
+/// `tiers::check_entry` and `tiers::check_blob`, which the top tier and `cache verify` both call.
+#[test]
+fn cache_entries_and_blobs_are_checked_only_in_tiers() {
+    assert_none("cache checks outside tiers.rs", cache_check_violations(&sources(), BLOB_HASHERS));
+}
+
+#[test]
+fn the_cache_check_check_catches_violations() {
+    let files = [
+        (
+            "crates/kiln-dist/src/cache_admin.rs".to_string(),
+            "use kiln_build::store::{Store, BOOKKEEPING, SHA256_FILE};\n\
+             fn v(dir: &Path) {\n\
+                 let recorded = fs::read_to_string(dir.join(SHA256_FILE)).ok();\n\
+                 let outputs: Vec<_> = names(dir).filter(|n| !BOOKKEEPING.contains(n)).collect();\n\
+                 for (area, ext) in [(cache::DEBS, \".deb\"), (\"bundles\", \".hipfb\")] { fetch::sha256_file(&dir.join(area)); }\n\
+             }"
+            .to_string(),
+        ),
+        (
+            "crates/kiln-build/src/store.rs".into(),
+            "pub use kiln_toolchain::tiers::{output_sha256, BOOKKEEPING, SHA256_FILE};\n\
+             fn put(d: &Path) { fs::write(d.join(SHA256_FILE), output_sha256(d)?)?; tiers::check_entry(d, None); }"
+                .into(),
+        ),
+        ("crates/kiln-toolchain/src/tiers.rs".into(), "fn c(e: &Path) { fs::read_to_string(e.join(SHA256_FILE)); BOOKKEEPING.len(); }".into()),
+        ("crates/kiln-toolchain/src/fetch.rs".into(), "fn f(c: &Cache, p: &Path) { c.debs(); sha256_file(p); }".into()),
+        ("crates/kiln-dist/src/package.rs".into(), "fn p(f: &Path) { fetch::sha256_file(f); } // cache.debs()".into()),
+    ];
+    assert_eq!(
+        cache_check_violations(&files, BLOB_HASHERS),
+        [
+            "crates/kiln-dist/src/cache_admin.rs:3: `SHA256_FILE` read: an entry checked by hand; call kiln_toolchain::tiers::check_entry",
+            "crates/kiln-dist/src/cache_admin.rs:4: `BOOKKEEPING`: an entry's output picked by hand; call kiln_toolchain::tiers::check_entry",
+            "crates/kiln-dist/src/cache_admin.rs:5: `sha256_file(` beside a blob area of the cache: a blob checked by hand; call kiln_toolchain::tiers::check_blob",
+        ]
+    );
+}
+
 /// Names kiln fixes once: (the literal, the one place that writes it, what to call).
 const FIXED_NAMES: &[(&str, &str, &str)] = &[
     ("pins.toml", "crates/kiln-pins/src/lib.rs", "kiln_pins::FILE_NAME"),

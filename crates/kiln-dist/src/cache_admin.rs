@@ -18,10 +18,11 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use kiln_build::store::{Store, BOOKKEEPING, SHA256_FILE};
+use kiln_build::store::Store;
 use kiln_toolchain::{
     cache::{self, dir_size},
-    fetch, Cache,
+    tiers::{self, BlobFault, EntryFault},
+    Cache,
 };
 use serde::{Deserialize, Serialize};
 
@@ -163,17 +164,13 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<Verified> {
     let mut damaged = Vec::new();
     for (key, dir) in entries(cache) {
         checked += 1;
-        let recorded = fs::read_to_string(dir.join(SHA256_FILE)).ok().map(|s| s.trim().to_string());
-        let outputs: Vec<String> = names(&dir).into_iter().filter(|n| !BOOKKEEPING.contains(&n.as_str()) && !n.ends_with(".part")).collect();
-        let why = match (recorded, outputs.as_slice()) {
-            (_, []) => Some("the entry holds no output".to_string()),
-            (None, _) => None, // made before hashes were recorded; recorded at its next use
-            (Some(want), [out]) => match kiln_build::store::output_sha256(&dir.join(out)) {
-                Ok(h) if h == want => None,
-                Ok(h) => Some(format!("{out} has sha256 {h}, the entry recorded {want}")),
-                Err(e) => Some(format!("{out}: {e:#}")),
-            },
-            (Some(_), many) => Some(format!("more than one output ({})", many.join(", "))),
+        let why = match tiers::check_entry(&dir, None) {
+            Ok(_) => None,
+            Err(EntryFault::NoOutput) => Some("the entry holds no output".to_string()),
+            Err(EntryFault::NotRecorded) => None, // made before hashes were recorded; recorded at its next use
+            Err(EntryFault::Differs { output, actual, recorded }) => Some(format!("{output} has sha256 {actual}, the entry recorded {recorded}")),
+            Err(EntryFault::Unreadable { output, error }) => Some(format!("{output}: {error:#}")),
+            Err(EntryFault::SeveralOutputs(many)) => Some(format!("more than one output ({})", many.join(", "))),
         };
         if let Some(why) = why {
             damaged.push(Damage { path: dir, why: format!("cache entry {key}: {why}") });
@@ -186,10 +183,12 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<Verified> {
         for n in names(&dir) {
             let Some(want) = n.strip_suffix(ext).filter(|_| Cache::names_its_own(area, &n)) else { continue };
             checked += 1;
-            match fetch::sha256_file(&dir.join(&n)) {
-                Ok(h) if h == want => {}
-                Ok(h) => damaged.push(Damage { path: dir.join(&n), why: format!("{area}/{n} is named by its sha256 but hashes to {h}") }),
-                Err(e) => damaged.push(Damage { path: dir.join(&n), why: format!("{area}/{n}: {e:#}") }),
+            match tiers::check_blob(&dir.join(&n), want) {
+                Ok(()) => {}
+                Err(BlobFault::Differs { actual }) => {
+                    damaged.push(Damage { path: dir.join(&n), why: format!("{area}/{n} is named by its sha256 but hashes to {actual}") })
+                }
+                Err(BlobFault::Unreadable(e)) => damaged.push(Damage { path: dir.join(&n), why: format!("{area}/{n}: {e:#}") }),
             }
         }
     }

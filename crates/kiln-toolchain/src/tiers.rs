@@ -15,7 +15,9 @@
 //! is not asked again ([`Storage::usable`]); and a [`ReadOnly`] tier, or one
 //! that turned read-only, is never written. The top tier checks its own
 //! entries against the sha256 they recorded (a damaged one is moved aside by
-//! it, as evidence) and answers [`Answer::Damaged`].
+//! it, as evidence) and answers [`Answer::Damaged`]. Whether an entry or a
+//! blob is whole is decided once, by [`check_entry`] and [`check_blob`] (no
+//! side effects): the top tier and `cargo xtask cache verify` both ask them.
 
 use std::{
     fmt,
@@ -418,10 +420,10 @@ impl Storage for Local {
     fn get_blob(&self, sha256: &str, _: Option<u64>, what: &str, _: &Path) -> Answer {
         let dest = self.blob(sha256);
         let Ok(meta) = fs::metadata(&dest) else { return Answer::Miss };
-        let why = match sha256_file(&dest) {
-            Ok(actual) if actual == sha256 => return Answer::Found(Found { path: dest, sha256: actual, size: meta.len() }),
-            Ok(actual) => format!("the cached {what} at {} has sha256 {actual}, not the pinned {sha256}", dest.display()),
-            Err(e) => format!("the cached {what} at {} cannot be read ({e:#})", dest.display()),
+        let why = match check_blob(&dest, sha256) {
+            Ok(()) => return Answer::Found(Found { path: dest, sha256: sha256.to_string(), size: meta.len() }),
+            Err(BlobFault::Differs { actual }) => format!("the cached {what} at {} has sha256 {actual}, not the pinned {sha256}", dest.display()),
+            Err(BlobFault::Unreadable(e)) => format!("the cached {what} at {} cannot be read ({e:#})", dest.display()),
         };
         eprintln!("warning: {why}: removed, downloading it again");
         match fs::remove_file(&dest) {
@@ -445,25 +447,25 @@ impl Storage for Local {
     fn get_entry(&self, key: &str, output: &str, _: &Path) -> Answer {
         let entry = self.entry(key);
         let path = entry.join(output);
-        // A link (even a dangling one) is not a miss: it is a damaged entry.
-        if fs::symlink_metadata(&path).is_err() {
-            return Answer::Miss;
-        }
-        let actual = match output_sha256(&path) {
-            Ok(h) => h,
-            Err(e) => return self.damaged(key, format!("cannot read {output}: {e:#}")),
-        };
-        let found = || Answer::Found(Found { path: path.clone(), sha256: actual.clone(), size: fs::metadata(&path).map_or(0, |m| m.len()) });
-        let record = entry.join(SHA256_FILE);
-        match fs::read_to_string(&record) {
-            Ok(recorded) if recorded.trim() == actual => found(),
-            Ok(recorded) => self.damaged(key, format!("{output} has sha256 {actual}, but the entry recorded {}", recorded.trim())),
+        let found = |sha256: String| Answer::Found(Found { path: path.clone(), sha256, size: fs::metadata(&path).map_or(0, |m| m.len()) });
+        let unreadable = |e: anyhow::Error| self.damaged(key, format!("cannot read {output}: {e:#}"));
+        match check_entry(&entry, Some(output)) {
+            Ok(sha256) => found(sha256),
+            Err(EntryFault::NoOutput) => Answer::Miss,
+            Err(EntryFault::Unreadable { error, .. }) => unreadable(error),
+            Err(EntryFault::Differs { actual, recorded, .. }) => {
+                self.damaged(key, format!("{output} has sha256 {actual}, but the entry recorded {recorded}"))
+            }
             // An entry made before hashes were recorded: its hash is recorded
             // now (atomically, beside it) and checked from then on.
-            Err(_) => match write_atomic(&record, &actual) {
-                Ok(()) => found(),
-                Err(e) => self.damaged(key, format!("cannot record the sha256 of {output}: {e}")),
+            Err(EntryFault::NotRecorded) => match output_sha256(&path) {
+                Err(e) => unreadable(e),
+                Ok(actual) => match write_atomic(&entry.join(SHA256_FILE), &actual) {
+                    Ok(()) => found(actual),
+                    Err(e) => self.damaged(key, format!("cannot record the sha256 of {output}: {e}")),
+                },
             },
+            Err(EntryFault::SeveralOutputs(_)) => unreachable!("an entry asked for by its output's name is never taken for several"),
         }
     }
 
@@ -479,6 +481,73 @@ impl Storage for Local {
         // A damaged entry moved aside leaves nothing here; a rebuilt one replaces none.
         publish_dir(entry, &dest).map_err(|e| format!("{e:#}"))?;
         Ok(dest.join(output))
+    }
+}
+
+/// How an entry folder fails [`check_entry`].
+#[derive(Debug)]
+pub enum EntryFault {
+    /// No output beside the [`BOOKKEEPING`] files (or not the one named).
+    NoOutput,
+    /// More than one file beside the bookkeeping, which has a recorded hash (sorted names).
+    SeveralOutputs(Vec<String>),
+    /// No sha256 recorded yet (an entry made before hashes were): nothing to check against.
+    NotRecorded,
+    /// The output cannot be hashed (a link, a FIFO, a permission).
+    Unreadable { output: String, error: anyhow::Error },
+    /// The output hashes to `actual`, not the `recorded` sha256.
+    Differs { output: String, actual: String, recorded: String },
+}
+
+/// The one check that an entry folder is whole, with no side effect: its
+/// output (the file named `output`, or else the one file beside the
+/// [`BOOKKEEPING`] files and `.part` leftovers) hashes to the sha256 the entry
+/// recorded in [`SHA256_FILE`]. Returns that sha256. [`Local::get_entry`]
+/// acts on the fault (moves the entry aside, records a missing hash) and
+/// `cargo xtask cache verify` reports it.
+pub fn check_entry(entry: &Path, output: Option<&str>) -> Result<String, EntryFault> {
+    let output = match output {
+        // A link (even a dangling one) is not a missing output: it is a damaged one.
+        Some(name) if fs::symlink_metadata(entry.join(name)).is_err() => return Err(EntryFault::NoOutput),
+        Some(name) => vec![name.to_string()],
+        None => {
+            let mut names: Vec<String> =
+                fs::read_dir(entry).map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+            names.retain(|n| !BOOKKEEPING.contains(&n.as_str()) && !n.ends_with(".part"));
+            names.sort();
+            names
+        }
+    };
+    let Some(recorded) = fs::read_to_string(entry.join(SHA256_FILE)).ok().map(|s| s.trim().to_string()) else {
+        return Err(if output.is_empty() { EntryFault::NoOutput } else { EntryFault::NotRecorded });
+    };
+    let [output] =
+        <[String; 1]>::try_from(output).map_err(|many| if many.is_empty() { EntryFault::NoOutput } else { EntryFault::SeveralOutputs(many) })?;
+    match output_sha256(&entry.join(&output)) {
+        Ok(actual) if actual == recorded => Ok(actual),
+        Ok(actual) => Err(EntryFault::Differs { output, actual, recorded }),
+        Err(error) => Err(EntryFault::Unreadable { output, error }),
+    }
+}
+
+/// How a blob fails [`check_blob`].
+#[derive(Debug)]
+pub enum BlobFault {
+    /// It cannot be hashed (not a regular file, a permission).
+    Unreadable(anyhow::Error),
+    /// It hashes to `actual`, not the sha256 it is named by.
+    Differs { actual: String },
+}
+
+/// The one check that a blob is whole, with no side effect: the file at
+/// `path` hashes to `sha256`, the hash it is named by. [`Local::get_blob`]
+/// removes a damaged one (and fetches it again); `cargo xtask cache verify`
+/// reports it.
+pub fn check_blob(path: &Path, sha256: &str) -> Result<(), BlobFault> {
+    match sha256_file(path) {
+        Ok(actual) if actual == sha256 => Ok(()),
+        Ok(actual) => Err(BlobFault::Differs { actual }),
+        Err(e) => Err(BlobFault::Unreadable(e)),
     }
 }
 
@@ -636,6 +705,50 @@ mod tests {
         let mut tiers: Vec<Arc<dyn Storage>> = vec![Arc::new(local(cache))];
         tiers.extend(lower);
         Tiered::new(cache, tiers)
+    }
+
+    /// The entry and blob checks say which way a folder or file fails, and
+    /// change nothing: moving aside, removing and recording are their callers'.
+    #[test]
+    fn the_entry_and_blob_checks_name_each_fault_and_change_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let entry = |files: &[(&str, &[u8])]| {
+            let dir = tempfile::tempdir_in(root.path()).unwrap();
+            for (name, bytes) in files {
+                fs::write(dir.path().join(name), bytes).unwrap();
+            }
+            dir
+        };
+        let sha = kiln_manifest::sha256_hex(b"object");
+        let whole = entry(&[("out.o", b"object"), (SHA256_FILE, format!("{sha}\n").as_bytes()), (RECIPE_FILE, b"r"), ("output.1.part", b"x")]);
+        assert_eq!(check_entry(whole.path(), None).unwrap(), sha);
+        assert_eq!(check_entry(whole.path(), Some("out.o")).unwrap(), sha);
+        assert!(matches!(check_entry(whole.path(), Some("other.o")), Err(EntryFault::NoOutput)));
+        let bare = entry(&[(SHA256_FILE, sha.as_bytes()), (LOG_FILE, b"")]);
+        assert!(matches!(check_entry(bare.path(), None), Err(EntryFault::NoOutput)));
+        let two = entry(&[("b.o", b"object"), ("a.o", b"object"), (SHA256_FILE, sha.as_bytes())]);
+        assert!(matches!(check_entry(two.path(), None), Err(EntryFault::SeveralOutputs(n)) if n == ["a.o", "b.o"]));
+        let unrecorded = entry(&[("out.o", b"object"), ("more.o", b"")]);
+        assert!(matches!(check_entry(unrecorded.path(), None), Err(EntryFault::NotRecorded)));
+        assert!(matches!(check_entry(unrecorded.path(), Some("out.o")), Err(EntryFault::NotRecorded)));
+        assert!(!unrecorded.path().join(SHA256_FILE).exists(), "the check recorded a hash");
+        let changed = entry(&[("out.o", b"tampered"), (SHA256_FILE, sha.as_bytes())]);
+        let actual = kiln_manifest::sha256_hex(b"tampered");
+        assert!(
+            matches!(check_entry(changed.path(), None), Err(EntryFault::Differs { output, actual: a, recorded }) if output == "out.o" && a == actual && recorded == sha)
+        );
+        assert!(changed.path().join("out.o").is_file(), "the check moved the entry");
+        let linked = entry(&[(SHA256_FILE, sha.as_bytes())]);
+        std::os::unix::fs::symlink("/nowhere", linked.path().join("out.o")).unwrap();
+        assert!(matches!(check_entry(linked.path(), Some("out.o")), Err(EntryFault::Unreadable { output, .. }) if output == "out.o"));
+
+        let blob = root.path().join(format!("{sha}.deb"));
+        fs::write(&blob, b"object").unwrap();
+        assert!(check_blob(&blob, &sha).is_ok());
+        fs::write(&blob, b"tampered").unwrap();
+        assert!(matches!(check_blob(&blob, &sha), Err(BlobFault::Differs { actual: a }) if a == actual));
+        assert!(blob.is_file(), "the check removed the blob");
+        assert!(matches!(check_blob(root.path(), &sha), Err(BlobFault::Unreadable(_))));
     }
 
     #[test]
