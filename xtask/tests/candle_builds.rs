@@ -5,6 +5,8 @@
 //! no CUDA library is needed either; cudarc gets its CUDA version from
 //! CUDARC_CUDA_VERSION, as it must on any machine without nvcc.
 
+mod common;
+
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -46,7 +48,7 @@ fn build(crates: &[&str], features: &str) -> (bool, String) {
     fs::write(dir.join("Cargo.toml"), toml).unwrap();
     let uses: String = crates.iter().map(|c| format!("pub use {};\n", c.replace('-', "_"))).collect();
     fs::write(dir.join("src/lib.rs"), uses).unwrap();
-    let out = Command::new("cargo")
+    let out = common::lean_consumer_build(&mut Command::new("cargo"))
         .args(["build", "--lib", "--quiet"])
         .current_dir(&dir)
         .env("PATH", path_without_gpu_compilers())

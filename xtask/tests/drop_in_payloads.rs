@@ -6,6 +6,8 @@
 //! sources `cargo xtask dist` keeps, with one payload swapped for another
 //! well-formed zstd stream (so only the sha256 check can notice).
 
+mod common;
+
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -60,7 +62,7 @@ fn consumer_with(dir: &Path, sources: &Path, features: &str, rustflags: &str) ->
     fs::write(dir.join("src/main.rs"), PROGRAM).unwrap();
     // The rustflags give every unit its own files, but not the program: its own folder.
     let target = repo().join(if rustflags.is_empty() { "target/payload-consumer" } else { "target/payload-consumer-narrowed" });
-    let out = Command::new("cargo")
+    let out = common::lean_consumer_build(&mut Command::new("cargo"))
         .args(["build", "--quiet"])
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", &target)

@@ -16,6 +16,8 @@
 //! (serde, ruzstd, ...); their `.crate` files are seeded from the local cargo
 //! cache when it has them.
 
+mod common;
+
 use std::{
     collections::BTreeMap,
     ffi::OsString,
@@ -175,6 +177,7 @@ impl Consumer {
         let mut cmd = Command::new(program);
         cmd.current_dir(dir).env_clear();
         cmd.env("PATH", &self.path).env("CARGO_HOME", &self.home).env("CARGO_TARGET_DIR", &self.target).env("CARGO_TERM_COLOR", "never");
+        common::lean_consumer_build(&mut cmd);
         for keep in [
             "HOME",
             "TMPDIR",

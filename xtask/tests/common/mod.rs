@@ -54,6 +54,14 @@ pub fn warm_cache_at(dir: &Path) -> PathBuf {
     cache
 }
 
+/// `cmd` (a `cargo build` of a consumer crate the tests make) keeps no debug info and no
+/// incremental state: nothing a test checks reads them, and they were most of those builds'
+/// bytes (a fresh clone's consumer builds took 8.5 GB of target/ with them). Settings a
+/// consumer may choose itself, in its environment, so a consumer's own files stay as written.
+pub fn lean_consumer_build(cmd: &mut Command) -> &mut Command {
+    cmd.env("CARGO_PROFILE_DEV_DEBUG", "0").env("CARGO_INCREMENTAL", "0")
+}
+
 /// `xtask` with `cache` as its cache, no failpoint and no remote cache from the environment.
 pub fn xtask(cache: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
