@@ -501,6 +501,66 @@ fn consumers_compile_no_derived_reader() {
     assert_none("derived readers in consumer-compiled code", derived_reader_violations(&sources_and_template()));
 }
 
+/// The libraries of [`CONSUMER_COMPILED`] (the main crate, from the template, is the consumer's leaf).
+const CONSUMER_LIBRARIES: &[&str] = &["crates/kiln-manifest/src/", "crates/kiln-target/src/"];
+
+/// Every `fn` outside tests in [`CONSUMER_LIBRARIES`] without `#[inline]` among
+/// its attributes. rustc compiles a non-generic function in its own crate's
+/// release build whether or not anything calls it, but an `#[inline]` one only
+/// in the crates that call it: so the consumer's build compiles only the part of
+/// these crates that the main crate uses (their unit time fell from about 3.2 to
+/// 0.6 s: docs/benchmarks.md, "Kiln's crates in a consumer's build").
+fn not_inline_violations(files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| CONSUMER_LIBRARIES.iter().any(|c| p.starts_with(c))) {
+        let code = lex::lex(text).code;
+        let bytes = code.as_bytes();
+        for (at, _) in code.match_indices("fn ") {
+            let word_start = at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+            let named = bytes.get(at + 3).is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_');
+            if !word_start || !named {
+                continue; // `fn(u32)` (a pointer type) or part of a longer word
+            }
+            // The item's attributes and qualifiers: back to the end of what came before it.
+            let item_start = code[..at].rfind(['{', '}', ';']).map_or(0, |i| i + 1);
+            if !code[item_start..at].contains("#[inline") {
+                let line = code[..at].matches('\n').count() + 1;
+                out.push(format!("{path}:{line}: a function without #[inline] in a crate every consumer compiles"));
+            }
+        }
+    }
+    out
+}
+
+/// Architecture Invariant: every function of kiln-manifest and kiln-target is `#[inline]`, so that a consumer's
+/// release build compiles only what kiln's main crate calls of them.
+#[test]
+fn consumer_libraries_compile_only_what_is_called() {
+    assert_none("functions without #[inline] in consumer libraries", not_inline_violations(&sources_and_template()));
+}
+
+#[test]
+fn the_inline_check_catches_violations() {
+    let files = [
+        (
+            "crates/kiln-manifest/src/lib.rs".to_string(),
+            "/// Doc.\n#[inline]\npub fn a() {}\n#[must_use]\npub(crate) fn b(f: fn(u32)) {}\nimpl X {\n    #[inline]\n    #[must_use]\n    \
+             pub const fn c() {}\n    fn d() {}\n}\n#[cfg(test)]\nmod tests { fn e() {} }\n"
+                .to_string(),
+        ),
+        ("crates/kiln-target/src/compat.rs".into(), "// fn in a comment\nconst F: fn() = g;\nunsafe fn g() {}\n".into()),
+        ("crates/kiln-dist/src/lib.rs".into(), "pub fn elsewhere() {}\n".into()),
+    ];
+    assert_eq!(
+        not_inline_violations(&files),
+        [
+            "crates/kiln-manifest/src/lib.rs:5: a function without #[inline] in a crate every consumer compiles",
+            "crates/kiln-manifest/src/lib.rs:10: a function without #[inline] in a crate every consumer compiles",
+            "crates/kiln-target/src/compat.rs:3: a function without #[inline] in a crate every consumer compiles",
+        ]
+    );
+}
+
 #[test]
 fn the_derived_reader_check_catches_violations() {
     let files = [
@@ -683,6 +743,60 @@ fn the_kernel_source_check_catches_violations() {
     let v = native_source_violations(&["kernels/probe/probe.cu", "vendor/candle/src/affine.cu", "docs/x.md", "bench/a.h"]);
     assert_eq!(v.len(), 2, "{v:#?}");
     assert!(v[0].starts_with("vendor/candle/src/affine.cu:") && v[1].starts_with("bench/a.h:"), "{v:#?}");
+}
+
+// ---------------------------------------------------------------------------
+// A script the docs tell people to run runs.
+
+/// Every tracked file that starts with `#!` (a program, run by its path as the
+/// docs write it: `bench/consumer-build.sh sm90`) but is not executable in git
+/// (`git ls-files -s` mode 100644): on a fresh clone it fails with "Permission
+/// denied". `tracked`: (mode, path, first line).
+fn script_mode_violations(tracked: &[(&str, &str, &str)]) -> Vec<String> {
+    tracked
+        .iter()
+        .filter(|(mode, _, first)| first.starts_with("#!") && *mode != "100755")
+        .map(|(mode, path, _)| format!("{path}: starts with `#!` but its mode is {mode}: `git update-index --chmod=+x {path}`"))
+        .collect()
+}
+
+/// Architecture Invariant: every tracked script with a `#!` line is executable.
+#[test]
+fn scripts_are_executable() {
+    let out = Command::new("git").args(["ls-files", "-s"]).current_dir(root()).output().unwrap();
+    assert!(out.status.success(), "git ls-files -s: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let (meta, path) = line.split_once('\t').expect("git ls-files -s: `mode object stage\\tpath`");
+        let mode = meta.split(' ').next().unwrap_or_default();
+        if mode == "120000" || mode == "160000" {
+            continue; // a symbolic link or a submodule: no first line of its own
+        }
+        let Ok(bytes) = std::fs::read(root().join(path)) else { continue }; // deleted in the work tree
+        let first = String::from_utf8_lossy(bytes.split(|b| *b == b'\n').next().unwrap_or_default()).into_owned();
+        rows.push((mode.to_string(), path.to_string(), first));
+    }
+    assert!(rows.iter().any(|(_, p, _)| p == ".ci/run"), "git ls-files -s did not list the repository");
+    let rows: Vec<(&str, &str, &str)> = rows.iter().map(|(m, p, f)| (m.as_str(), p.as_str(), f.as_str())).collect();
+    assert_none("scripts that are not executable", script_mode_violations(&rows));
+}
+
+#[test]
+fn the_script_mode_check_catches_violations() {
+    let v = script_mode_violations(&[
+        ("100644", "bench/a.sh", "#!/usr/bin/env bash"),
+        ("100755", "bench/b.sh", "#!/usr/bin/env bash"),
+        ("100644", "bench/lib.sh", "# sourced, not run"),
+        ("100644", "bench/c.py", "#!/usr/bin/env python3"),
+    ]);
+    assert_eq!(
+        v,
+        [
+            "bench/a.sh: starts with `#!` but its mode is 100644: `git update-index --chmod=+x bench/a.sh`",
+            "bench/c.py: starts with `#!` but its mode is 100644: `git update-index --chmod=+x bench/c.py`"
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------

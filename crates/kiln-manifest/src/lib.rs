@@ -77,17 +77,20 @@ pub use kiln_target;
 
 /// The sha256 of `bytes` as every kiln record writes it (the manifest, the
 /// lock, crates.json, cache entries): 64 lowercase hex digits.
+#[inline]
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex(&sha2::Sha256::digest(bytes))
 }
 
 /// Lowercase hex of a digest.
+#[inline]
 pub fn hex(digest: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether `s` is a sha256 as kiln's records write it: 64 lowercase hex digits.
+#[inline]
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
@@ -98,7 +101,9 @@ pub fn is_sha256_hex(s: &str) -> bool {
 /// bidirectional overrides that reorder what a terminal shows are written as
 /// `\u{..}` escapes, a backslash as `\\`; everything else as it is. The one
 /// function every message uses for external text.
+#[inline]
 pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    #[inline]
     fn hidden(c: char) -> bool {
         c == '\\' || c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
     }
@@ -118,6 +123,7 @@ pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// The first `n` characters of a hash or id for a message: never a panic on a
 /// shorter or non-ASCII string read from a file (it is then shown whole).
+#[inline]
 pub fn short(s: &str, n: usize) -> &str {
     s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
 }
@@ -127,6 +133,7 @@ pub fn short(s: &str, n: usize) -> &str {
 /// out of the folder (`..`, `/etc/...`), names the folder itself (empty, `.`)
 /// comes from a tampered file and is refused. The one check every reader of
 /// such paths uses (the loader, `verify`).
+#[inline]
 pub fn path_inside(root: &std::path::Path, path: &str) -> Result<std::path::PathBuf, String> {
     use std::path::{Component, Path};
     let rel = Path::new(path);
@@ -141,6 +148,7 @@ pub fn path_inside(root: &std::path::Path, path: &str) -> Result<std::path::Path
 /// through folders only: a symbolic link anywhere on the way (which may lead
 /// out of the folder), a FIFO (which would block a reader for ever), a device
 /// or a folder is refused, looked at without being opened.
+#[inline]
 pub fn regular_file_inside(root: &std::path::Path, path: &str) -> Result<std::path::PathBuf, String> {
     let file = path_inside(root, path)?;
     let mut at = root.to_path_buf();
@@ -184,11 +192,13 @@ pub enum Kind {
 /// (docs/static-library.md): `<lib>/<stem>` (`moe/mmq_instance_q4_0`), whose
 /// cubins are `cuda/sm_XX/<lib>/<stem>.cubin`. Such a module is no kernel
 /// module of the crate's API: [`Manifest::modules`] leaves it out.
+#[inline]
 pub fn library_file_module(lib: &str, stem: &str) -> String {
     format!("{lib}/{stem}")
 }
 
 /// The library and the file stem of a module name that [`library_file_module`] made.
+#[inline]
 pub fn library_file(module: &str) -> Option<(&str, &str)> {
     module.split_once('/')
 }
@@ -260,6 +270,7 @@ pub struct KernelResources {
 pub struct Error(pub String);
 
 impl std::fmt::Display for Error {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
@@ -268,6 +279,7 @@ impl std::error::Error for Error {}
 
 impl Manifest {
     /// Parses and checks the schema; `what` names the source in messages.
+    #[inline]
     pub fn from_json(text: &str, what: &str) -> Result<Manifest, Error> {
         let m = read::manifest(text).map_err(|e| Error(format!("{what}: not a kiln manifest: {e}")))?;
         if m.schema != SCHEMA {
@@ -285,11 +297,13 @@ impl Manifest {
         s
     }
 
+    #[inline]
     pub fn find(&self, module: &str, kind: Kind, arch: &str) -> Option<&Artifact> {
         self.artifacts.iter().find(|a| a.module == module && a.kind == kind && a.arch == arch)
     }
 
     /// Every artifact of one module.
+    #[inline]
     pub fn of_module<'a>(&'a self, module: &'a str) -> impl Iterator<Item = &'a Artifact> + 'a {
         self.artifacts.iter().filter(move |a| a.module == module)
     }
@@ -299,6 +313,7 @@ impl Kind {
     /// Every kind.
     pub const ALL: [Kind; 5] = [Kind::Hsaco, Kind::Ptx, Kind::Cubin, Kind::Staticlib, Kind::Bundle];
 
+    #[inline]
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Hsaco => "hsaco",

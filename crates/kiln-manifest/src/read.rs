@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::{Artifact, Backend, Geometry, KernelResources, Kind, Manifest, Package, Source, Targets, Toolchain};
 
 /// `text` as a manifest, or why not (without the `what` prefix [`Manifest::from_json`] adds).
+#[inline]
 pub(crate) fn manifest(text: &str) -> Result<Manifest, String> {
     let value: Value = text.parse().map_err(|e: serde_json::Error| e.to_string())?;
     let mut o = Obj::of(value, "")?;
@@ -31,10 +32,12 @@ pub(crate) fn manifest(text: &str) -> Result<Manifest, String> {
     })
 }
 
+#[inline]
 fn source(o: &mut Obj) -> Result<Source, String> {
     Ok(Source { crate_name: o.string("crate")?, version: o.string("version")?, sha256: o.string("sha256")? })
 }
 
+#[inline]
 fn toolchain(o: &mut Obj) -> Result<Toolchain, String> {
     Ok(Toolchain {
         identity: o.string("identity")?,
@@ -45,10 +48,12 @@ fn toolchain(o: &mut Obj) -> Result<Toolchain, String> {
     })
 }
 
+#[inline]
 fn package(o: &mut Obj) -> Result<Package, String> {
     Ok(Package { package: o.string("package")?, version: o.string("version")?, sha256: o.string("sha256")? })
 }
 
+#[inline]
 fn targets(o: &mut Obj) -> Result<Targets, String> {
     Ok(Targets {
         hip: o.strings("hip")?,
@@ -58,6 +63,7 @@ fn targets(o: &mut Obj) -> Result<Targets, String> {
     })
 }
 
+#[inline]
 fn artifact(o: &mut Obj) -> Result<Artifact, String> {
     Ok(Artifact {
         module: o.string("module")?,
@@ -74,10 +80,12 @@ fn artifact(o: &mut Obj) -> Result<Artifact, String> {
     })
 }
 
+#[inline]
 fn geometry(o: &mut Obj) -> Result<Geometry, String> {
     Ok(Geometry { cuda_arch: o.u32("cuda_arch")?, defines: o.strings("defines")?, wavefront_size: o.u32("wavefront_size")? })
 }
 
+#[inline]
 fn resources(o: &mut Obj) -> Result<KernelResources, String> {
     Ok(KernelResources {
         name: o.string("name")?,
@@ -101,6 +109,7 @@ struct Obj {
 }
 
 impl Obj {
+    #[inline]
     fn of(v: Value, at: &str) -> Result<Obj, String> {
         match v {
             Value::Object(fields) => Ok(Obj { fields: fields.into_iter().collect(), at: at.to_string() }),
@@ -108,12 +117,14 @@ impl Obj {
         }
     }
 
+    #[inline]
     fn take(&mut self, name: &str) -> Option<Value> {
         let i = self.fields.iter().position(|(k, _)| k == name)?;
         Some(self.fields.swap_remove(i).1)
     }
 
     /// Where the field `name` is, for messages.
+    #[inline]
     fn at(&self, name: &str) -> String {
         if self.at.is_empty() {
             name.to_string()
@@ -122,6 +133,7 @@ impl Obj {
         }
     }
 
+    #[inline]
     fn field(&mut self, name: &str) -> Result<Value, String> {
         self.take(name).ok_or_else(|| {
             if self.at.is_empty() {
@@ -132,32 +144,39 @@ impl Obj {
         })
     }
 
+    #[inline]
     fn string(&mut self, name: &str) -> Result<String, String> {
         string(self.field(name)?, &self.at(name))
     }
 
+    #[inline]
     fn u64(&mut self, name: &str) -> Result<u64, String> {
         let v = self.field(name)?;
         v.as_u64().ok_or_else(|| mistyped(&self.at(name), "an unsigned integer", &v))
     }
 
+    #[inline]
     fn u32(&mut self, name: &str) -> Result<u32, String> {
         let n = self.u64(name)?;
         u32::try_from(n).map_err(|_| format!("{}: {n} is out of range (at most {})", self.at(name), u32::MAX))
     }
 
+    #[inline]
     fn strings(&mut self, name: &str) -> Result<Vec<String>, String> {
         strings(self.field(name)?, &self.at(name))
     }
 
+    #[inline]
     fn with<T>(&mut self, name: &str, read: fn(&mut Obj) -> Result<T, String>) -> Result<T, String> {
         read(&mut Obj::of(self.field(name)?, &self.at(name))?)
     }
 
+    #[inline]
     fn list<T>(&mut self, name: &str, read: fn(&mut Obj) -> Result<T, String>) -> Result<Vec<T>, String> {
         list(self.field(name)?, &self.at(name), read)
     }
 
+    #[inline]
     fn map<T>(&mut self, name: &str, read: impl Fn(Value, &str) -> Result<T, String>) -> Result<BTreeMap<String, T>, String> {
         let at = self.at(name);
         let entries = match self.field(name)? {
@@ -174,6 +193,7 @@ impl Obj {
     }
 
     /// A field the writer leaves out when it is empty: absent or `null` is `None`.
+    #[inline]
     fn optional<T>(&mut self, name: &str, read: impl Fn(Value, &str) -> Result<T, String>) -> Result<Option<T>, String> {
         match self.take(name) {
             None | Some(Value::Null) => Ok(None),
@@ -182,6 +202,7 @@ impl Obj {
     }
 
     /// One of `variants`, by the name `name_of` gives it.
+    #[inline]
     fn named<T: Copy>(&mut self, name: &str, variants: &[T], name_of: fn(T) -> &'static str) -> Result<T, String> {
         let s = self.string(name)?;
         variants.iter().copied().find(|v| name_of(*v) == s).ok_or_else(|| {
@@ -191,6 +212,7 @@ impl Obj {
     }
 }
 
+#[inline]
 fn string(v: Value, at: &str) -> Result<String, String> {
     match v {
         Value::String(s) => Ok(s),
@@ -198,14 +220,17 @@ fn string(v: Value, at: &str) -> Result<String, String> {
     }
 }
 
+#[inline]
 fn strings(v: Value, at: &str) -> Result<Vec<String>, String> {
     items(v, at)?.into_iter().enumerate().map(|(i, item)| string(item, &format!("{at}[{i}]"))).collect()
 }
 
+#[inline]
 fn list<T>(v: Value, at: &str, read: fn(&mut Obj) -> Result<T, String>) -> Result<Vec<T>, String> {
     items(v, at)?.into_iter().enumerate().map(|(i, item)| read(&mut Obj::of(item, &format!("{at}[{i}]"))?)).collect()
 }
 
+#[inline]
 fn items(v: Value, at: &str) -> Result<Vec<Value>, String> {
     match v {
         Value::Array(items) => Ok(items),
@@ -213,6 +238,7 @@ fn items(v: Value, at: &str) -> Result<Vec<Value>, String> {
     }
 }
 
+#[inline]
 fn mistyped(at: &str, expected: &str, found: &Value) -> String {
     let found = match found {
         Value::Null => "null",

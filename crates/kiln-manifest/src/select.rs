@@ -89,6 +89,7 @@ pub struct ArchError {
 }
 
 impl fmt::Display for ArchError {
+    #[inline]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -116,6 +117,7 @@ pub enum SelectError {
 }
 
 impl fmt::Display for SelectError {
+    #[inline]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SelectError::UnknownModule { module, carried } => {
@@ -152,6 +154,7 @@ impl fmt::Display for SelectError {
 }
 impl std::error::Error for SelectError {}
 
+#[inline]
 fn list(items: &[String]) -> String {
     if items.is_empty() {
         "none".to_string()
@@ -164,6 +167,7 @@ impl DeviceArch {
     /// Reads `sm_90`, `sm90`, `90`, `9.0`, `120`, `compute_90` (as the
     /// device it names), `gfx90a`, `gfx90a:sramecc+:xnack-`, `amdgcn-amd-amdhsa--gfx90a`.
     /// Any other text is an [`ArchError`]; an AMD name that no device reports (kiln-target's table) too.
+    #[inline]
     pub fn parse(input: &str) -> Result<DeviceArch, ArchError> {
         let err = |reason: &str| ArchError { input: input.to_string(), reason: reason.to_string() };
         let s = input.trim();
@@ -180,6 +184,7 @@ impl DeviceArch {
     }
 
     /// The name kiln files artifacts under: `sm_90`, `gfx90a`.
+    #[inline]
     pub fn name(&self) -> String {
         match self {
             DeviceArch::Cuda { major, minor } => format!("sm_{major}{minor}"),
@@ -187,6 +192,7 @@ impl DeviceArch {
         }
     }
 
+    #[inline]
     pub fn backend(&self) -> Backend {
         match self {
             DeviceArch::Cuda { .. } => Backend::Cuda,
@@ -196,6 +202,7 @@ impl DeviceArch {
 }
 
 impl fmt::Display for DeviceArch {
+    #[inline]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceArch::Cuda { major, minor } => write!(f, "sm_{major}{minor} (compute capability {major}.{minor})"),
@@ -206,6 +213,7 @@ impl fmt::Display for DeviceArch {
 
 impl std::str::FromStr for DeviceArch {
     type Err = ArchError;
+    #[inline]
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         DeviceArch::parse(s)
     }
@@ -213,6 +221,7 @@ impl std::str::FromStr for DeviceArch {
 
 /// `90` → 9.0, `120` → 12.0, `9.0` → 9.0. The minor is one digit in every
 /// capability NVIDIA has issued, which is what makes `120` unambiguous.
+#[inline]
 fn parse_capability(s: &str) -> Result<DeviceArch, String> {
     // Byte-wise splitting below needs ASCII; anything else is not a capability anyway.
     if !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
@@ -238,6 +247,7 @@ fn parse_capability(s: &str) -> Result<DeviceArch, String> {
 /// `gfx90a:sramecc+:xnack-` → `gfx90a`. The features (`name+`/`name-`) say
 /// how a device is configured, not which ISA it runs, so they are dropped
 /// after checking they are well formed.
+#[inline]
 fn parse_gfx(s: &str) -> Result<DeviceArch, String> {
     let mut parts = s.split(':');
     let gfx = parts.next().unwrap_or_default();
@@ -258,6 +268,7 @@ fn parse_gfx(s: &str) -> Result<DeviceArch, String> {
 /// `sm_90`/`compute_90` → 90. `sm_90a` and other suffixed arches are
 /// arch-specific builds that run only on that sm; they are not chosen by
 /// these rules, so they read as `None`.
+#[inline]
 fn cuda_level(arch: &str, prefix: &str) -> Option<u32> {
     match parse_capability(arch.strip_prefix(prefix)?) {
         Ok(DeviceArch::Cuda { major, minor }) => Some(major * 10 + minor),
@@ -267,22 +278,26 @@ fn cuda_level(arch: &str, prefix: &str) -> Option<u32> {
 
 impl Manifest {
     /// The cubin of `module` for one sm (`90` for sm_90).
+    #[inline]
     pub fn sass(&self, module: &str, sm: u32) -> Option<&Artifact> {
         self.find(module, Kind::Cubin, &format!("sm_{sm}"))
     }
 
     /// The PTX of `module` for one compute level (`80` for compute_80).
+    #[inline]
     pub fn ptx(&self, module: &str, compute: u32) -> Option<&Artifact> {
         self.find(module, Kind::Ptx, &format!("compute_{compute}"))
     }
 
     /// The code object of `module` for one gfx arch (`gfx90a`).
+    #[inline]
     pub fn hsaco(&self, module: &str, gfx: &str) -> Option<&Artifact> {
         self.find(module, Kind::Hsaco, gfx)
     }
 
     /// The kernel modules the manifest carries (static libraries and the
     /// files of one built per target, [`crate::library_file`], excluded), sorted.
+    #[inline]
     pub fn modules(&self) -> Vec<&str> {
         let mut m: Vec<&str> = self
             .artifacts
@@ -297,11 +312,13 @@ impl Manifest {
 
     /// The best artifact of `module` for `device` under the default rules
     /// (no sibling opt-in). See the module docs for the rules.
+    #[inline]
     pub fn select(&self, module: &str, device: &DeviceArch) -> Result<&Artifact, SelectError> {
         self.select_with(module, device, SelectOptions::default()).map(|s| s.artifact)
     }
 
     /// [`Manifest::select`] with options, saying how the artifact matched.
+    #[inline]
     pub fn select_with(&self, module: &str, device: &DeviceArch, opts: SelectOptions) -> Result<Selection<'_>, SelectError> {
         // One artifact per arch: bundles repeat the code objects, static libraries are not modules.
         let of_module: Vec<&Artifact> =
@@ -361,6 +378,7 @@ impl Manifest {
 
     /// What would run `dev` when nothing carried does: it is below every PTX
     /// level this build has (the floor), so only a kiln that builds lower would.
+    #[inline]
     fn cuda_hint(&self, of_module: &[&Artifact], sm: u32) -> Option<String> {
         let floor = of_module.iter().filter(|a| a.kind == Kind::Ptx).filter_map(|a| cuda_level(&a.arch, "compute_")).min()?;
         let known = kiln_target::cuda(sm).map(|c| format!(" ({})", c.example)).unwrap_or_default();
@@ -372,6 +390,7 @@ impl Manifest {
 
     /// Why an AMD processor gets nothing: not built by this kiln, and what
     /// building it would take (the LLVM that first knows it, from kiln-target).
+    #[inline]
     fn hip_hint(&self, gfx: &str) -> Option<String> {
         let row = kiln_target::gfx(gfx)?;
         let clang = self.toolchain.reported.get("clang");
@@ -391,6 +410,7 @@ impl Manifest {
 /// Why a device whose family is carried only as its generic target gets
 /// nothing on this runtime: what is carried for the family, and the ROCm that
 /// would load it.
+#[inline]
 fn hip_runtime_hint(gfx: &str, generic: &str, carried: &[String], runtime: kiln_target::Rocm) -> String {
     let family: Vec<&str> =
         carried.iter().map(String::as_str).filter(|a| *a == generic || kiln_target::gfx(a).is_some_and(|r| r.generic == Some(generic))).collect();
@@ -409,15 +429,18 @@ fn hip_runtime_hint(gfx: &str, generic: &str, carried: &[String], runtime: kiln_
 }
 
 /// The artifacts of one CUDA kind with their level (`sm_86` → 86); suffixed arches left out.
+#[inline]
 fn levels<'a>(of_module: &[&'a Artifact], kind: Kind, prefix: &str) -> Vec<(u32, &'a Artifact)> {
     of_module.iter().filter(|a| a.kind == kind).filter_map(|a| Some((cuda_level(&a.arch, prefix)?, *a))).collect()
 }
 
 /// The artifact of `level` in a list [`levels`] made (the choice came from that list).
+#[inline]
 fn at<'a>(list: &[(u32, &'a Artifact)], level: u32) -> &'a Artifact {
     list.iter().find(|(l, _)| *l == level).map(|(_, a)| *a).expect("chosen from this list")
 }
 
+#[inline]
 fn pick(artifact: &Artifact, matched: Match) -> Selection<'_> {
     Selection { artifact, matched }
 }

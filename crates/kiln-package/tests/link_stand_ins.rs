@@ -121,6 +121,21 @@ fn cudarc_cuda_version_picks_the_major_of_the_stand_ins() {
     assert!(make_stand_ins(&t.0, LINK_STUBS, Some("0"), Some("13000"), "cc").unwrap().is_none());
 }
 
+/// The libraries are compiled at once; a C compiler that is missing or fails
+/// is an error naming it (and the library it was making), never a panic, and
+/// leaves no stand-in under its soname for a program to load.
+#[test]
+fn a_missing_or_failing_c_compiler_is_named() {
+    let t = Temp::new("no-cc");
+    let e = make_stand_ins(&t.0, LINK_STUBS, Some("1"), Some("12040"), "/nonexistent/kiln-cc").err().expect("a missing cc accepted");
+    assert!(e.contains("cannot run the C compiler `/nonexistent/kiln-cc`") && e.contains("set CC"), "{e}");
+    let t = Temp::new("false-cc");
+    let e = make_stand_ins(&t.0, LINK_STUBS, Some("1"), Some("12040"), "false").err().expect("a failing cc accepted");
+    assert!(e.contains("`false` failed (exit status: 1) making ") && e.contains("kiln-cuda-stubs/link/lib"), "{e}");
+    let run = t.0.join("kiln-cuda-stubs/run");
+    assert_eq!(std::fs::read_dir(&run).unwrap().count(), 0, "stand-ins under their sonames in {}", run.display());
+}
+
 /// Rule 2: a major kiln has no stand-ins for is refused at build time, naming
 /// those it has; so is a missing or malformed CUDARC_CUDA_VERSION.
 #[test]

@@ -33,6 +33,7 @@ use crate::cuda;
 
 /// Whether SASS built for `sass_sm` runs on a device of compute capability
 /// `device_sm` (both major*10+minor). See the [module docs](self) for the rule.
+#[inline]
 pub fn sass_runs_on(sass_sm: u32, device_sm: u32) -> bool {
     if sass_sm == device_sm {
         return true;
@@ -45,16 +46,19 @@ pub fn sass_runs_on(sass_sm: u32, device_sm: u32) -> bool {
 
 /// Whether the driver JIT-compiles PTX of `ptx_level` (80 for compute_80) for
 /// a device of compute capability `device_sm`.
+#[inline]
 pub fn ptx_jits_on(ptx_level: u32, device_sm: u32) -> bool {
     ptx_level <= device_sm
 }
 
 /// The newest of the `carried` sms whose SASS runs on `device_sm`.
+#[inline]
 pub fn best_sass(carried: impl IntoIterator<Item = u32>, device_sm: u32) -> Option<u32> {
     carried.into_iter().filter(|&sm| sass_runs_on(sm, device_sm)).max()
 }
 
 /// The highest of the `carried` PTX levels that JITs for `device_sm`.
+#[inline]
 pub fn best_ptx(carried: impl IntoIterator<Item = u32>, device_sm: u32) -> Option<u32> {
     carried.into_iter().filter(|&level| ptx_jits_on(level, device_sm)).max()
 }
@@ -71,6 +75,7 @@ pub enum CudaCode {
 /// The code a device of compute capability `device_sm` runs, from the carried
 /// `sass` sms and `ptx` levels: the best SASS, unless the best PTX is of a
 /// higher level; else the best PTX; else none. See the [module docs](self).
+#[inline]
 pub fn cuda_choice(sass: &[u32], ptx: &[u32], device_sm: u32) -> Option<CudaCode> {
     let sass = best_sass(sass.iter().copied(), device_sm);
     let ptx = best_ptx(ptx.iter().copied(), device_sm);

@@ -42,6 +42,7 @@ pub const LIBRARY_NAMES: [&str; 4] = ["libamdhip64.so", "libamdhip64.so.7", "lib
 /// [`PropertiesCall`] wrote, up to its first NUL; `None` if `props` is too
 /// short for the call's layout. Whether it names an AMD processor is the
 /// caller's to check (kiln-manifest's `DeviceArch::parse`).
+#[inline]
 pub fn gcn_arch_name(props: &[u8], call: &PropertiesCall) -> Option<String> {
     let field = props.get(call.gcn_arch_name_offset..call.gcn_arch_name_offset + call.gcn_arch_name_len)?;
     let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());

@@ -38,16 +38,19 @@ pub const HOSTS: &[Host] = &[
 pub const BUILD_HOST: &Host = &HOSTS[0];
 
 /// The row of host CPU `cpu` (`x86_64`, `aarch64`).
+#[inline]
 pub fn host(cpu: &str) -> Option<&'static Host> {
     HOSTS.iter().find(|h| h.cpu == cpu)
 }
 
 /// The host CPU whose objects carry ELF machine `machine`.
+#[inline]
 pub fn host_of_machine(machine: u16) -> Option<&'static Host> {
     HOSTS.iter().find(|h| h.elf_machine == machine)
 }
 
 /// The host CPUs, as `x86_64, aarch64` (for messages).
+#[inline]
 pub fn host_names() -> String {
     HOSTS.iter().map(|h| h.cpu).collect::<Vec<_>>().join(", ")
 }
@@ -93,17 +96,20 @@ pub const RUNTIME_CALLS: &[&str] = &[
 pub const TAG_MAGIC: &[u8] = b"KILNMOD\0";
 
 /// The name a host object of library `lib` calls runtime function `name` by.
+#[inline]
 pub fn renamed(lib: &str, name: &str) -> String {
     format!("kiln_{lib}_{name}")
 }
 
 /// Whether `symbol` names a function of NVIDIA's runtime (what a host
 /// object must not call under its own name): `cuda...`, `__cuda...`.
+#[inline]
 pub fn is_runtime_symbol(symbol: &str) -> bool {
     symbol.trim_start_matches('_').starts_with("cuda") && symbol.len() - symbol.trim_start_matches('_').len() <= 2
 }
 
 /// The `.nv_fatbin` section of the host object of source file `stem`.
+#[inline]
 pub fn tag(stem: &str) -> Vec<u8> {
     let mut t = TAG_MAGIC.to_vec();
     t.extend_from_slice(stem.as_bytes());
@@ -112,6 +118,7 @@ pub fn tag(stem: &str) -> Vec<u8> {
 }
 
 /// The source file a `.nv_fatbin` section names, if it is a tag.
+#[inline]
 pub fn tagged(section: &[u8]) -> Option<&str> {
     let rest = section.strip_prefix(TAG_MAGIC)?;
     let end = rest.iter().position(|&b| b == 0)?;

@@ -25,6 +25,7 @@ pub enum Backend {
 }
 
 impl Backend {
+    #[inline]
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Hip => "hip",
@@ -34,6 +35,7 @@ impl Backend {
 }
 
 impl fmt::Display for Backend {
+    #[inline]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -90,6 +92,7 @@ pub struct Gfx {
 impl Gfx {
     /// An LLVM generic target (`gfx11-generic`): code objects can be built for
     /// it, but no device reports it.
+    #[inline]
     pub fn is_generic(&self) -> bool {
         self.name.ends_with("-generic")
     }
@@ -98,6 +101,7 @@ impl Gfx {
     /// generic target (LLVM AMDGPUUsage, "Generic Processors": generic code
     /// objects exist from code object v6 on, `EI_ABIVERSION` 4, with the
     /// generic version in the top byte of `e_flags`), else 4.
+    #[inline]
     pub fn min_code_object_version(&self) -> u32 {
         if self.is_generic() {
             6
@@ -108,18 +112,21 @@ impl Gfx {
 
     /// The concrete processors this generic target covers, in table order
     /// (the rows naming it in their `generic` column); empty for a concrete row.
+    #[inline]
     pub fn members(&self) -> Vec<&'static Gfx> {
         GFX.iter().filter(|g| g.generic == Some(self.name)).collect()
     }
 
     /// Wave64 GCN/CDNA parts versus wave32 RDNA (gfx10+): shuffles and
     /// reductions written for 32-lane warps behave differently on wave64.
+    #[inline]
     pub fn wave64(&self) -> bool {
         !self.name.starts_with("gfx1")
     }
 
     /// Lanes per wave that its code objects are compiled for: 64 on GCN/CDNA,
     /// 32 on RDNA (clang's default there; kiln never passes `-mwavefrontsize64`).
+    #[inline]
     pub fn wavefront_size(&self) -> u32 {
         if self.wave64() {
             64
@@ -135,39 +142,47 @@ impl Gfx {
     /// to one warp and one row per block, is never defined, as upstream's ROCm
     /// backend does not: candle-core's launcher sizes those blocks for the
     /// CUDA geometry (4 or 2 warps, 1 or 2 rows per block).
+    #[inline]
     pub fn geometry_defines(&self) -> Vec<&'static str> {
         self.rdna.into_iter().collect()
     }
 }
 
+#[inline]
 const fn row(name: &'static str, mach: u32, generic: Option<&'static str>, compat: Option<&'static str>) -> Gfx {
     Gfx { name, mach: Some(mach), generic, compat, llvm: 17, llvm_until: None, rdna: None, device_lib: Some(17) }
 }
 
 /// RDNA2 (gfx103x) and RDNA3 (gfx11xx, and gfx12xx, which upstream's range
 /// gfx1100-gfx1299 puts with it) rows: [`Gfx::rdna`].
+#[inline]
 const fn rdna2(gfx: Gfx) -> Gfx {
     Gfx { rdna: Some("RDNA2"), ..gfx }
 }
+#[inline]
 const fn rdna3(gfx: Gfx) -> Gfx {
     Gfx { rdna: Some("RDNA3"), ..gfx }
 }
 
 /// A row that LLVM 17 does not know yet (its device libraries come with the same LLVM).
+#[inline]
 const fn newer(llvm: u32, gfx: Gfx) -> Gfx {
     Gfx { llvm, device_lib: Some(llvm), ..gfx }
 }
 
 /// A row that LLVM dropped after major `last`.
+#[inline]
 const fn dropped_after(last: u32, gfx: Gfx) -> Gfx {
     Gfx { llvm_until: Some(last), ..gfx }
 }
 
 /// A row whose ISA bitcode no ROCm device library known to kiln carries.
+#[inline]
 const fn no_device_lib(gfx: Gfx) -> Gfx {
     Gfx { device_lib: None, ..gfx }
 }
 
+#[inline]
 const fn old(name: &'static str) -> Gfx {
     Gfx { name, mach: None, generic: None, compat: None, llvm: 17, llvm_until: None, rdna: None, device_lib: None }
 }
@@ -281,6 +296,7 @@ pub type Rocm = (u32, u32);
 pub const GENERIC_ROCM: Rocm = (6, 4);
 
 /// `HIP_VERSION` as `hipRuntimeGetVersion` reports it (60443483) → (6, 4).
+#[inline]
 pub fn rocm_of_hip_version(hip_version: i64) -> Option<Rocm> {
     if hip_version <= 0 {
         return None;
@@ -291,22 +307,26 @@ pub fn rocm_of_hip_version(hip_version: i64) -> Option<Rocm> {
 }
 
 /// The row of `name` (`gfx90a`; target features such as `:xnack-` are not part of a name).
+#[inline]
 pub fn gfx(name: &str) -> Option<&'static Gfx> {
     GFX.iter().find(|g| g.name == name)
 }
 
 /// The row whose code objects carry `mach` in `e_flags`.
+#[inline]
 pub fn gfx_by_mach(mach: u32) -> Option<&'static Gfx> {
     GFX.iter().find(|g| g.mach == Some(mach))
 }
 
 /// Processors a device can report (every concrete row), for telling a real
 /// but uncarried GPU from a typo.
+#[inline]
 pub fn device_gfx() -> impl Iterator<Item = &'static Gfx> {
     GFX.iter().filter(|g| !g.is_generic())
 }
 
 /// Processors kiln can build code objects for (a known ELF machine value).
+#[inline]
 pub fn buildable_gfx() -> impl Iterator<Item = &'static Gfx> {
     GFX.iter().filter(|g| g.mach.is_some())
 }
@@ -329,16 +349,19 @@ pub struct Cc {
 
 impl Cc {
     /// Whether a toolkit of `version` (major, minor) can compile for it.
+    #[inline]
     pub fn built_by(&self, version: (u32, u32)) -> bool {
         version >= self.since && self.until.is_none_or(|last| version.0 <= last)
     }
 }
 
+#[inline]
 const fn cc(sm: u32, since: (u32, u32), until: Option<u32>, example: &'static str) -> Cc {
     Cc { sm, since, until, example, tegra: false }
 }
 
 /// A Tegra SoC's GPU.
+#[inline]
 const fn tegra(c: Cc) -> Cc {
     Cc { tegra: true, ..c }
 }
@@ -371,6 +394,7 @@ pub const CUDA: &[Cc] = &[
 ];
 
 /// The row of compute capability `sm` (90 for sm_90).
+#[inline]
 pub fn cuda(sm: u32) -> Option<&'static Cc> {
     CUDA.iter().find(|c| c.sm == sm)
 }

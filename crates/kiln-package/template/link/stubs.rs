@@ -120,6 +120,9 @@ fn make_stand_ins(out: &std::path::Path, table: &[StubRow], enabled: Option<&str
         let _ = fs::remove_dir_all(d);
         fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
     }
+    // One C compiler per library, all at once, each then waited for (a spawn that
+    // fails too): the consumer's build waits for the slowest, not for their sum.
+    let (mut making, mut failed) = (Vec::new(), None);
     for &(m, lib, soname, node, status, install, functions) in table.iter().filter(|r| r.0 == major) {
         let source = root.join(format!("lib{lib}-{m}.c"));
         fs::write(&source, stand_in_source(m, lib, soname, status, install, functions)).map_err(|e| format!("cannot write {}: {e}", source.display()))?;
@@ -132,13 +135,29 @@ fn make_stand_ins(out: &std::path::Path, table: &[StubRow], enabled: Option<&str
             cmd.arg(format!("-Wl,--version-script={}", script.display()));
         }
         cmd.arg("-o").arg(&so).arg(&source).arg("-ldl");
-        match cmd.status() {
+        match cmd.spawn() {
+            Ok(child) => making.push((child, so, lib, soname)),
+            Err(e) => {
+                failed = Some(format!("{STUBS_ENV}: cannot run the C compiler `{cc}` ({e}): install one (a Rust link needs it anyway) or set CC"));
+                break;
+            }
+        }
+    }
+    for (mut child, so, lib, soname) in making {
+        match child.wait() {
             Ok(s) if s.success() => {}
-            Ok(s) => return Err(format!("{STUBS_ENV}: `{cc}` failed ({s}) making {}", so.display())),
-            Err(e) => return Err(format!("{STUBS_ENV}: cannot run the C compiler `{cc}` ({e}): install one (a Rust link needs it anyway) or set CC")),
+            Ok(s) => failed = failed.or(Some(format!("{STUBS_ENV}: `{cc}` failed ({s}) making {}", so.display()))),
+            Err(e) => failed = failed.or(Some(format!("{STUBS_ENV}: waiting for `{cc}` making {}: {e}", so.display()))),
         }
         let named = run.join(soname);
-        std::os::unix::fs::symlink(format!("../link/lib{lib}.so"), &named).map_err(|e| format!("cannot link {}: {e}", named.display()))?;
+        if failed.is_none() {
+            if let Err(e) = std::os::unix::fs::symlink(format!("../link/lib{lib}.so"), &named) {
+                failed = Some(format!("cannot link {}: {e}", named.display()));
+            }
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     Ok(Some(StandIns { link, run }))
 }
