@@ -129,3 +129,34 @@ fn verify_of_a_dist_whose_crate_payload_was_swapped_fails_naming_it() {
     // The lock's payloads name it too.
     assert!(t.contains("payload/cuda/sm_90/affine.cubin.zst: differs: lock"), "{t}");
 }
+
+/// The main crate's embedded manifest is a payload too: one that inflates to
+/// anything but the folder's `manifest.json` fails verify, naming it.
+#[test]
+fn verify_of_a_dist_whose_embedded_manifest_was_swapped_fails_naming_it() {
+    let dist = std::env::var_os("KILN_DIST_DIR").map_or_else(|| repo().join("target/dist"), PathBuf::from);
+    assert!(dist.join("crates/crates.json").is_file(), "{} has no crates: run `cargo xtask dist` first", dist.display());
+    let s = scratch("embedded-manifest-verify");
+    let copy = s.0.join("dist");
+    // Hard links: every file that changes below is replaced, never written through.
+    assert!(std::process::Command::new("cp").arg("-al").arg(&dist).arg(&copy).status().unwrap().success());
+    let json = copy.join("crates/crates.json");
+    let mut records: Vec<serde_json::Value> = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    let i = records.iter().position(|r| r["name"] == "kiln-candle-kernels").expect("the main crate");
+    let file = copy.join(records[i]["file"].as_str().unwrap());
+    let bytes = fs::read(&file).unwrap();
+    let embedded = format!("/{}/{}", kiln_package::record::PAYLOAD_DIR, kiln_package::record::EMBEDDED_MANIFEST);
+    assert!(!in_crate(&bytes, &embedded).is_empty());
+    // Well-formed zstd of a manifest that is not the folder's: a space added to it.
+    let other = format!(" {}", fs::read_to_string(copy.join("manifest.json")).unwrap());
+    let swapped = swap_in_crate(&bytes, &embedded, &kiln_package::compress::zstd(other.as_bytes()).unwrap());
+    replace(&file, &swapped);
+    records[i]["sha256"] = kiln_manifest::sha256_hex(&swapped).into();
+    records[i]["size"] = swapped.len().into();
+    replace(&json, serde_json::to_string_pretty(&records).unwrap().as_bytes());
+
+    let o = xtask(&s.0.join("unused-cache")).arg("verify").arg("--dist").arg(&copy).output().unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "verify passed a swapped embedded manifest:\n{t}");
+    assert!(t.contains("payload/manifest.json.zst") && t.contains("the embedded manifest is not"), "{t}");
+}

@@ -57,11 +57,15 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
 }
 
 /// Every payload the crates carry: an artifact's inflates (at most its
-/// size) to the manifest's bytes, and each file is the one the lock's
-/// payloads name, where the lock has them.
+/// size) to the manifest's bytes, the main crate's embedded manifest to the
+/// folder's `manifest.json`, and each file is the one the lock's payloads
+/// name, where the lock has them.
 fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord], lock: &Lock) -> Vec<String> {
     let mut problems = Vec::new();
     let mut digests = crate::lock::Digests::new();
+    let mpath = dist.join(kiln_manifest::FILE_NAME);
+    let manifest = std::fs::read(&mpath).map_err(|e| format!("cannot read {}: {e}", mpath.display()));
+    let embedded = format!("/{}/{}", kiln_package::record::PAYLOAD_DIR, kiln_package::record::EMBEDDED_MANIFEST);
     for r in records {
         let file = dist.join(&r.file);
         let carried = kiln_package::crate_file::read(&file).and_then(|bytes| kiln_package::record::payloads(r, &bytes));
@@ -77,6 +81,14 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
             if let Some(a) = artifact.and_then(|rel| written.manifest.artifacts.iter().find(|a| a.path == rel)) {
                 if let Err(e) = kiln_package::compress::check(&data, a.size, &a.sha256) {
                     problems.push(format!("{path} (in {}): {e:#}, which the manifest gives {}", r.file, a.path));
+                }
+            } else if path.ends_with(&embedded) {
+                let checked = manifest
+                    .as_ref()
+                    .map_err(|e| anyhow::anyhow!("{e}"))
+                    .and_then(|m| kiln_package::compress::check(&data, m.len() as u64, &kiln_manifest::sha256_hex(m)));
+                if let Err(e) = checked {
+                    problems.push(format!("{path} (in {}): {e:#}: the embedded manifest is not {}", r.file, mpath.display()));
                 }
             }
             digests.insert(path, kiln_manifest::sha256_hex(&data));

@@ -34,10 +34,14 @@ pub struct CrateRecord {
 /// The folder of a crate's compressed payloads, inside its package.
 pub const PAYLOAD_DIR: &str = "payload";
 
+/// The main crate's embedded manifest (the set's `manifest.json`, zstd-compressed),
+/// in [`PAYLOAD_DIR`]: a payload like the artifacts', locked and verified as one.
+pub const EMBEDDED_MANIFEST: &str = "manifest.json.zst";
+
 /// Every payload file of the packaged crate `bytes` (a gzipped tar whose
 /// paths start with `<name>-<version>/`) that `record` describes, as
 /// (`<name>/payload/<file>`, compressed bytes): the `.zst` files below
-/// [`PAYLOAD_DIR`] (the main crate's `manifest.json` there is not one).
+/// [`PAYLOAD_DIR`] (the main crate's embedded `manifest.json.zst` among them).
 pub fn payloads(record: &CrateRecord, bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
     let top = format!("{}-{}", record.name, record.version);
     let prefix = format!("{PAYLOAD_DIR}/");

@@ -14,6 +14,7 @@ use super::{
     Crate,
 };
 use crate::parts::{Part, Role, GPU_CFG};
+use crate::record::{EMBEDDED_MANIFEST, PAYLOAD_DIR};
 use kiln_manifest::kiln_target::host_object::Host;
 
 /// What the main crate (and the shim, for the features) says about the parts.
@@ -100,7 +101,11 @@ pub fn write_crate(g: &Gen, main_part: &Part, deps: &Deps) -> Result<Crate> {
         raw += r;
         z += c;
     }
-    write(&dir.join("payload/manifest.json"), g.inp.manifest_json)?;
+    // The manifest as JSON is 5 MB: embedded as text it made each consumer's build of this crate
+    // slower (docs/benchmarks.md, "Kiln's crates in a consumer's build"); `kiln::manifest_json()`
+    // inflates it at first use and checks it against the sha256 generated.rs gives it.
+    let manifest_z = crate::compress::zstd(g.inp.manifest_json.as_bytes())?;
+    write(&dir.join(PAYLOAD_DIR).join(EMBEDDED_MANIFEST), manifest_z)?;
     let mut vars = g.common(&g.main);
     vars.insert("PART_DEPENDENCIES", deps.dependencies.clone());
     vars.insert("FEATURES", deps.features.clone());
@@ -167,6 +172,16 @@ fn generated_rs(g: &Gen, main: &Part, deps: &Deps) -> String {
     }
     s.push_str("];\n\n");
     s.push_str(&deps.extern_crates);
+    let json = g.inp.manifest_json;
+    let manifest = format!("{PAYLOAD_DIR}/{EMBEDDED_MANIFEST}");
+    let _ = writeln!(s, "\n/// The embedded manifest ({manifest}): its size and sha256 as JSON.");
+    let _ = writeln!(
+        s,
+        "pub(crate) const MANIFEST_JSON: (&str, u64, &str) = ({manifest:?}, {}, {:?});",
+        json.len(),
+        kiln_manifest::sha256_hex(json.as_bytes())
+    );
+    let _ = writeln!(s, "pub(crate) static MANIFEST_JSON_ZST: &[u8] = include_bytes!(\"../{manifest}\");");
     let _ = writeln!(s, "\nstatic OWN: &[(&str, &[u8])] = {};\n", table(&main.paths));
     s.push_str("pub(crate) fn part_tables() -> Vec<&'static [(&'static str, &'static [u8])]> {\n");
     s.push_str("    #[allow(unused_mut)]\n    let mut v: Vec<&'static [(&'static str, &'static [u8])]> = vec![OWN];\n");

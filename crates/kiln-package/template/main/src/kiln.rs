@@ -13,8 +13,31 @@ pub use crate::choose::Plan as ImagePlan;
 
 use crate::payload;
 
-/// The manifest of what `cargo xtask dist` built, as JSON.
-pub const MANIFEST_JSON: &str = include_str!("../payload/manifest.json");
+/// The manifest of what `cargo xtask dist` built, as JSON: the dist's
+/// `manifest.json` byte for byte. The crate stores it zstd-compressed (5 MB of
+/// JSON as a constant slowed every consumer's build of this crate); it is
+/// inflated at first use and checked against the sha256 kiln recorded for it.
+///
+/// Panics, naming the file and what to do, only if the crate's own files are damaged.
+pub fn manifest_json() -> &'static str {
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| {
+        let (path, size, sha256) = crate::MANIFEST_JSON;
+        let crate_name = env!("CARGO_PKG_NAME");
+        let damaged = |e: String| -> ! {
+            panic!(
+                "{e}: the embedded manifest of {crate_name} is damaged (reinstall the crate: `cargo clean -p {crate_name}`, \
+                 or check what replaced it in the registry cache)"
+            )
+        };
+        let bytes = crate::inflate::inflate_exactly(path, crate::MANIFEST_JSON_ZST, size).unwrap_or_else(|e| damaged(e));
+        let sha = kiln_manifest::sha256_hex(&bytes);
+        if sha != sha256 {
+            damaged(format!("{path} inflates to bytes with sha256 {sha}, not the {sha256} kiln recorded"));
+        }
+        String::from_utf8(bytes).unwrap_or_else(|_| damaged(format!("{path} is not UTF-8")))
+    })
+}
 
 /// An artifact that is unknown, not carried, or damaged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +63,7 @@ pub fn manifest() -> &'static Manifest {
 /// The manifest of everything kiln built, carried by this build or not.
 pub(crate) fn built() -> &'static Manifest {
     static BUILT: OnceLock<Manifest> = OnceLock::new();
-    BUILT.get_or_init(|| Manifest::from_json(MANIFEST_JSON, "the embedded manifest").expect("the packaged manifest parses"))
+    BUILT.get_or_init(|| Manifest::from_json(manifest_json(), "the embedded manifest").expect("the packaged manifest parses"))
 }
 
 /// The toolchain identity and compiler versions the artifacts were built with.
