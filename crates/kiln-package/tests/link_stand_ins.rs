@@ -19,6 +19,7 @@ use kiln_package::link_stubs::{rust_table, StubLib};
 // `rust_table` below); the functions are the build script's own.
 const LINK_STUBS: &[StubRow] = &[
     (12, "cublas", "libcublas.so.12", "libcublas.so.12", 1, "pip install nvidia-cublas-cu12", &["cublasCreate_v2", "cublasGetStatusString"]),
+    (12, "cuda", "libcuda.so.1", "", 3, "install the NVIDIA driver's libraries", &["cuInit", "cuGetErrorString"]),
     (13, "cublas", "libcublas.so.13", "libcublas.so.13", 1, "pip install 'nvidia-cublas==13.*'", &["cublasCreate_v2", "cublasGetStatusString"]),
 ];
 include!("../template/link/stubs.rs");
@@ -187,6 +188,21 @@ fn a_stand_in_loaded_where_the_nvidia_driver_is_stops_the_process_naming_itself(
     assert!(no_driver.status.success(), "{}", text(&no_driver));
     assert_eq!(String::from_utf8_lossy(&no_driver.stdout), "cublasCreate_v2: 1\n", "{}", text(&no_driver));
 
+    // The error-text functions give the stand-in's message (each function is an alias of one of three bodies).
+    let c = t.0.join("text.c");
+    fs::write(
+        &c,
+        "#include <stdio.h>\nint cuGetErrorString(int e, const char **s);\nconst char *cublasGetStatusString(void);\n\
+         int main(void) { const char *s = 0; int r = cuGetErrorString(3, &s); printf(\"%d %s|%s\\n\", r, s, cublasGetStatusString()); return 0; }\n",
+    )
+    .unwrap();
+    let text_exe = t.0.join("text");
+    let out = Command::new("cc").arg(&c).arg("-o").arg(&text_exe).arg("-L").arg(&s.link).args(["-lcuda", "-lcublas"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let texts = Command::new(&text_exe).env("LD_LIBRARY_PATH", &s.run).env(DRIVER_FILES_ENV, t.0.join("absent")).output().unwrap();
+    let message = "kiln link stand-in: the real CUDA library is not installed here";
+    assert_eq!(String::from_utf8_lossy(&texts.stdout), format!("0 {message}|{message}\n"), "{}", text(&texts));
+
     // Without the variable, the driver's own files are looked for.
     let plain = Command::new(&exe).env("LD_LIBRARY_PATH", &s.run).env_remove(DRIVER_FILES_ENV).output().unwrap();
     let has_driver = DRIVER_FILES.split(':').any(|f| Path::new(f).exists());
@@ -200,8 +216,9 @@ fn a_stand_in_loaded_where_the_nvidia_driver_is_stops_the_process_naming_itself(
 fn the_link_folder_never_serves_a_stand_in_at_run_time() {
     let t = Temp::new("link-folder");
     let s = make_stand_ins(&t.0, LINK_STUBS, Some("1"), Some("12040"), "cc").unwrap().unwrap();
-    let names: Vec<String> = fs::read_dir(&s.link).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, ["libcublas.so"], "{}", s.link.display());
+    let mut names: Vec<String> = fs::read_dir(&s.link).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["libcublas.so", "libcuda.so"], "{}", s.link.display());
     let exe = program(&t.0, &s.link);
     let real = fake_real_cublas(&t.0, 12);
     let path = std::env::join_paths([&s.link, &real]).unwrap();

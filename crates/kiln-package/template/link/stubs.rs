@@ -211,13 +211,20 @@ fn stand_in_source(major: u32, lib: &str, soname: &str, status: i32, install: &s
         soname_c = c_string(soname),
         stop = c_string(&stop),
     );
+    // Three bodies, and every function an alias of one of them: the C compiler
+    // then parses declarations, not a body per function (a third of the time).
+    c.push_str(&format!(
+        "static int kiln_status(void) {{ return {status}; }}\n\
+         static int kiln_error_text(int e, const char **s) {{ (void)e; *s = kiln_stub_message; return 0; }}\n\
+         static const char *kiln_message(void) {{ return kiln_stub_message; }}\n"
+    ));
     for f in functions {
         let line = if lib == "cuda" && (*f == "cuGetErrorString" || *f == "cuGetErrorName") {
-            format!("int {f}(int e, const char **s) {{ (void)e; *s = kiln_stub_message; return 0; }}\n")
+            format!("int {f}(int e, const char **s) __attribute__((alias(\"kiln_error_text\")));\n")
         } else if f.ends_with("GetErrorString") || f.ends_with("GetStatusString") || f.ends_with("GetStatusName") {
-            format!("const char *{f}(void) {{ return kiln_stub_message; }}\n")
+            format!("const char *{f}(void) __attribute__((alias(\"kiln_message\")));\n")
         } else {
-            format!("int {f}(void) {{ return {status}; }}\n")
+            format!("int {f}(void) __attribute__((alias(\"kiln_status\")));\n")
         };
         c.push_str(&line);
     }
