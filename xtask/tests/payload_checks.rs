@@ -98,11 +98,15 @@ fn in_crate(bytes: &[u8], path: &str) -> Vec<u8> {
     panic!("no {path} in the crate")
 }
 
-#[test]
-fn verify_of_a_dist_whose_crate_payload_was_swapped_fails_naming_it() {
+/// A hard-linked copy of the dist (`KILN_DIST_DIR`, else target/dist) under
+/// the scratch folder `label`, in which the file `path` of the crate `krate`
+/// is replaced by what `swap` makes of the crate's bytes and the copy's
+/// `manifest.json`, crates.json made to agree: `cargo xtask verify`'s output on
+/// it. The intact copy is verified first, so a failure is the swap's.
+fn verify_with_swapped(label: &str, krate: impl Fn(&str) -> bool, path: &str, swap: impl Fn(&[u8], &str) -> Vec<u8>) -> std::process::Output {
     let dist = std::env::var_os("KILN_DIST_DIR").map_or_else(|| repo().join("target/dist"), PathBuf::from);
     assert!(dist.join("crates/crates.json").is_file(), "{} has no crates: run `cargo xtask dist` first", dist.display());
-    let s = scratch("payload-verify");
+    let s = scratch(label);
     let copy = s.0.join("dist");
     // Hard links: every file that changes below is replaced, never written through.
     assert!(std::process::Command::new("cp").arg("-al").arg(&dist).arg(&copy).status().unwrap().success());
@@ -111,18 +115,27 @@ fn verify_of_a_dist_whose_crate_payload_was_swapped_fails_naming_it() {
 
     let json = copy.join("crates/crates.json");
     let mut records: Vec<serde_json::Value> = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
-    let i = records.iter().position(|r| r["name"].as_str().unwrap().ends_with("-sm90")).expect("an sm90 part crate");
+    let i = records.iter().position(|r| krate(r["name"].as_str().unwrap())).expect("the crate to swap a file in");
     let file = copy.join(records[i]["file"].as_str().unwrap());
     let bytes = fs::read(&file).unwrap();
-    // Well-formed zstd, wrong content: another module's payload; crates.json made to agree.
-    let donor = in_crate(&bytes, "/payload/cuda/sm_90/fill.cubin.zst");
-    let swapped = swap_in_crate(&bytes, "/payload/cuda/sm_90/affine.cubin.zst", &donor);
+    let data = swap(&bytes, &fs::read_to_string(copy.join("manifest.json")).unwrap());
+    let swapped = swap_in_crate(&bytes, path, &data);
     replace(&file, &swapped);
     records[i]["sha256"] = kiln_manifest::sha256_hex(&swapped).into();
     records[i]["size"] = swapped.len().into();
     replace(&json, serde_json::to_string_pretty(&records).unwrap().as_bytes());
+    xtask(&s.0.join("unused-cache")).arg("verify").arg("--dist").arg(&copy).output().unwrap()
+}
 
-    let o = xtask(&s.0.join("unused-cache")).arg("verify").arg("--dist").arg(&copy).output().unwrap();
+#[test]
+fn verify_of_a_dist_whose_crate_payload_was_swapped_fails_naming_it() {
+    // Well-formed zstd, wrong content: another module's payload.
+    let o = verify_with_swapped(
+        "payload-verify",
+        |n| n.ends_with("-sm90"),
+        "/payload/cuda/sm_90/affine.cubin.zst",
+        |bytes, _| in_crate(bytes, "/payload/cuda/sm_90/fill.cubin.zst"),
+    );
     let t = text(&o);
     assert!(!o.status.success(), "verify passed a swapped payload:\n{t}");
     assert!(t.contains("payload/cuda/sm_90/affine.cubin.zst") && t.contains("which the manifest gives cuda/sm_90/affine.cubin"), "{t}");
@@ -134,28 +147,17 @@ fn verify_of_a_dist_whose_crate_payload_was_swapped_fails_naming_it() {
 /// anything but the folder's `manifest.json` fails verify, naming it.
 #[test]
 fn verify_of_a_dist_whose_embedded_manifest_was_swapped_fails_naming_it() {
-    let dist = std::env::var_os("KILN_DIST_DIR").map_or_else(|| repo().join("target/dist"), PathBuf::from);
-    assert!(dist.join("crates/crates.json").is_file(), "{} has no crates: run `cargo xtask dist` first", dist.display());
-    let s = scratch("embedded-manifest-verify");
-    let copy = s.0.join("dist");
-    // Hard links: every file that changes below is replaced, never written through.
-    assert!(std::process::Command::new("cp").arg("-al").arg(&dist).arg(&copy).status().unwrap().success());
-    let json = copy.join("crates/crates.json");
-    let mut records: Vec<serde_json::Value> = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
-    let i = records.iter().position(|r| r["name"] == "kiln-candle-kernels").expect("the main crate");
-    let file = copy.join(records[i]["file"].as_str().unwrap());
-    let bytes = fs::read(&file).unwrap();
     let embedded = format!("/{}/{}", kiln_package::record::PAYLOAD_DIR, kiln_package::record::EMBEDDED_MANIFEST);
-    assert!(!in_crate(&bytes, &embedded).is_empty());
     // Well-formed zstd of a manifest that is not the folder's: a space added to it.
-    let other = format!(" {}", fs::read_to_string(copy.join("manifest.json")).unwrap());
-    let swapped = swap_in_crate(&bytes, &embedded, &kiln_package::compress::zstd(other.as_bytes()).unwrap());
-    replace(&file, &swapped);
-    records[i]["sha256"] = kiln_manifest::sha256_hex(&swapped).into();
-    records[i]["size"] = swapped.len().into();
-    replace(&json, serde_json::to_string_pretty(&records).unwrap().as_bytes());
-
-    let o = xtask(&s.0.join("unused-cache")).arg("verify").arg("--dist").arg(&copy).output().unwrap();
+    let o = verify_with_swapped(
+        "embedded-manifest-verify",
+        |n| n == "kiln-candle-kernels",
+        &embedded,
+        |bytes, manifest| {
+            assert!(!in_crate(bytes, &embedded).is_empty());
+            kiln_package::compress::zstd(format!(" {manifest}").as_bytes()).unwrap()
+        },
+    );
     let t = text(&o);
     assert!(!o.status.success(), "verify passed a swapped embedded manifest:\n{t}");
     assert!(t.contains("payload/manifest.json.zst") && t.contains("the embedded manifest is not"), "{t}");

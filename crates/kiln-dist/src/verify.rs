@@ -64,7 +64,7 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
     let mut problems = Vec::new();
     let mut digests = crate::lock::Digests::new();
     let mpath = dist.join(kiln_manifest::FILE_NAME);
-    let manifest = std::fs::read(&mpath).map_err(|e| format!("cannot read {}: {e}", mpath.display()));
+    let manifest = std::fs::read(&mpath);
     let embedded = format!("/{}/{}", kiln_package::record::PAYLOAD_DIR, kiln_package::record::EMBEDDED_MANIFEST);
     for r in records {
         let file = dist.join(&r.file);
@@ -83,12 +83,12 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
                     problems.push(format!("{path} (in {}): {e:#}, which the manifest gives {}", r.file, a.path));
                 }
             } else if path.ends_with(&embedded) {
-                let checked = manifest
-                    .as_ref()
-                    .map_err(|e| anyhow::anyhow!("{e}"))
-                    .and_then(|m| kiln_package::compress::check(&data, m.len() as u64, &kiln_manifest::sha256_hex(m)));
-                if let Err(e) = checked {
-                    problems.push(format!("{path} (in {}): {e:#}: the embedded manifest is not {}", r.file, mpath.display()));
+                let why = match &manifest {
+                    Ok(m) => kiln_package::compress::check(&data, m.len() as u64, &kiln_manifest::sha256_hex(m)).err().map(|e| format!("{e:#}")),
+                    Err(e) => Some(format!("cannot read {}: {e}", mpath.display())),
+                };
+                if let Some(why) = why {
+                    problems.push(format!("{path} (in {}): {why}: the embedded manifest is not {}", r.file, mpath.display()));
                 }
             }
             digests.insert(path, kiln_manifest::sha256_hex(&data));

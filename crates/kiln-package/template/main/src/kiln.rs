@@ -23,19 +23,9 @@ pub fn manifest_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
         let (path, size, sha256) = crate::MANIFEST_JSON;
-        let crate_name = env!("CARGO_PKG_NAME");
-        let damaged = |e: String| -> ! {
-            panic!(
-                "{e}: the embedded manifest of {crate_name} is damaged (reinstall the crate: `cargo clean -p {crate_name}`, \
-                 or check what replaced it in the registry cache)"
-            )
-        };
-        let bytes = crate::inflate::inflate_exactly(path, crate::MANIFEST_JSON_ZST, size).unwrap_or_else(|e| damaged(e));
-        let sha = kiln_manifest::sha256_hex(&bytes);
-        if sha != sha256 {
-            damaged(format!("{path} inflates to bytes with sha256 {sha}, not the {sha256} kiln recorded"));
-        }
-        String::from_utf8(bytes).unwrap_or_else(|_| damaged(format!("{path} is not UTF-8")))
+        let bytes = payload::checked(path, crate::MANIFEST_JSON_ZST, size, sha256, "kiln's record of it").unwrap_or_else(|e| panic!("{e}"));
+        // Its sha256 is that of kiln's own JSON: UTF-8.
+        String::from_utf8(bytes).expect("the embedded manifest, checked against its sha256, is UTF-8")
     })
 }
 

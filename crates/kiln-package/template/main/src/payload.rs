@@ -23,21 +23,22 @@ pub(crate) fn verified(path: &str) -> Result<Vec<u8>, String> {
     let Some(artifact) = crate::kiln::manifest().artifacts.iter().find(|a| a.path == path) else {
         return Err(format!("{path} is carried but not in the embedded manifest: this build of {crate_name} is damaged"));
     };
-    // At most the manifest's size is inflated, then hashed.
-    let bytes = crate::inflate::inflate_exactly(path, compressed, artifact.size).map_err(|e| {
-        format!(
-            "{e} (the manifest says {} bytes with sha256 {}): the packaged payload of {crate_name} is damaged \
-             (reinstall the crate: `cargo clean -p {crate_name}`, or check what replaced it in the registry cache)",
-            artifact.size, artifact.sha256
-        )
-    })?;
+    checked(path, compressed, artifact.size, &artifact.sha256, "the manifest")
+}
+
+/// `compressed`, the payload at `path`, inflated (at most `size` bytes, then
+/// hashed) and checked against the size and sha256 that `said_by` gives it;
+/// else why not, naming the file and what to do.
+pub(crate) fn checked(path: &str, compressed: &[u8], size: u64, sha256: &str, said_by: &str) -> Result<Vec<u8>, String> {
+    let crate_name = env!("CARGO_PKG_NAME");
+    let damaged = format!(
+        "the packaged payload of {crate_name} is damaged \
+         (reinstall the crate: `cargo clean -p {crate_name}`, or check what replaced it in the registry cache)"
+    );
+    let bytes = crate::inflate::inflate_exactly(path, compressed, size).map_err(|e| format!("{e} ({said_by} says {size} bytes with sha256 {sha256}): {damaged}"))?;
     let sha = kiln_manifest::sha256_hex(&bytes);
-    if sha != artifact.sha256 {
-        return Err(format!(
-            "{path} inflates to bytes with sha256 {sha}, but the manifest says {}: the packaged payload of {crate_name} is damaged \
-             (reinstall the crate: `cargo clean -p {crate_name}`, or check what replaced it in the registry cache)",
-            artifact.sha256
-        ));
+    if sha != sha256 {
+        return Err(format!("{path} inflates to bytes with sha256 {sha}, but {said_by} says {sha256}: {damaged}"));
     }
     Ok(bytes)
 }
