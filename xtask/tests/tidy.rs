@@ -727,15 +727,28 @@ fn native_source_violations(tracked: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Every tracked file, as (mode, path): `git ls-files -s`.
+fn tracked() -> Vec<(String, String)> {
+    let out = Command::new("git").args(["ls-files", "-s"]).current_dir(root()).output().unwrap();
+    assert!(out.status.success(), "git ls-files -s: {}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<(String, String)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (meta, path) = line.split_once('\t').expect("git ls-files -s: `mode object stage\\tpath`");
+            (meta.split(' ').next().unwrap_or_default().to_string(), path.to_string())
+        })
+        .collect();
+    assert!(rows.iter().any(|(_, p)| p == "pins.toml"), "git ls-files -s did not list the repository");
+    rows
+}
+
 /// Architecture Invariant: no upstream source is committed.
 #[test]
 fn the_only_kernel_sources_committed_are_kilns() {
-    let out = Command::new("git").args(["ls-files"]).current_dir(root()).output().unwrap();
-    assert!(out.status.success(), "git ls-files: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
-    let tracked: Vec<&str> = text.lines().collect();
-    assert!(tracked.contains(&"pins.toml"), "git ls-files did not list the repository");
-    assert_none("kernel sources outside kernels/", native_source_violations(&tracked));
+    let tracked = tracked();
+    let paths: Vec<&str> = tracked.iter().map(|(_, p)| p.as_str()).collect();
+    assert_none("kernel sources outside kernels/", native_source_violations(&paths));
 }
 
 #[test]
@@ -763,21 +776,15 @@ fn script_mode_violations(tracked: &[(&str, &str, &str)]) -> Vec<String> {
 /// Architecture Invariant: every tracked script with a `#!` line is executable.
 #[test]
 fn scripts_are_executable() {
-    let out = Command::new("git").args(["ls-files", "-s"]).current_dir(root()).output().unwrap();
-    assert!(out.status.success(), "git ls-files -s: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
     let mut rows = Vec::new();
-    for line in text.lines() {
-        let (meta, path) = line.split_once('\t').expect("git ls-files -s: `mode object stage\\tpath`");
-        let mode = meta.split(' ').next().unwrap_or_default();
+    for (mode, path) in tracked() {
         if mode == "120000" || mode == "160000" {
             continue; // a symbolic link or a submodule: no first line of its own
         }
-        let Ok(bytes) = std::fs::read(root().join(path)) else { continue }; // deleted in the work tree
+        let Ok(bytes) = std::fs::read(root().join(&path)) else { continue }; // deleted in the work tree
         let first = String::from_utf8_lossy(bytes.split(|b| *b == b'\n').next().unwrap_or_default()).into_owned();
-        rows.push((mode.to_string(), path.to_string(), first));
+        rows.push((mode, path, first));
     }
-    assert!(rows.iter().any(|(_, p, _)| p == ".ci/run"), "git ls-files -s did not list the repository");
     let rows: Vec<(&str, &str, &str)> = rows.iter().map(|(m, p, f)| (m.as_str(), p.as_str(), f.as_str())).collect();
     assert_none("scripts that are not executable", script_mode_violations(&rows));
 }

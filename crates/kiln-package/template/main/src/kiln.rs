@@ -21,12 +21,16 @@ use crate::payload;
 /// Panics, naming the file and what to do, only if the crate's own files are damaged.
 pub fn manifest_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
-    JSON.get_or_init(|| {
-        let (path, size, sha256) = crate::MANIFEST_JSON;
-        let bytes = payload::checked(path, crate::MANIFEST_JSON_ZST, size, sha256, "kiln's record of it").unwrap_or_else(|e| panic!("{e}"));
-        // Its sha256 is that of kiln's own JSON: UTF-8.
-        String::from_utf8(bytes).expect("the embedded manifest, checked against its sha256, is UTF-8")
-    })
+    JSON.get_or_init(embedded_json)
+}
+
+/// The embedded manifest, inflated and checked; kept only by [`manifest_json`]
+/// (what [`built`] parses is let go, not held for the process's life).
+fn embedded_json() -> String {
+    let (path, size, sha256) = crate::MANIFEST_JSON;
+    let bytes = payload::checked(path, crate::MANIFEST_JSON_ZST, size, sha256, "kiln's record of it").unwrap_or_else(|e| panic!("{e}"));
+    // Its sha256 is that of kiln's own JSON: UTF-8.
+    String::from_utf8(bytes).expect("the embedded manifest, checked against its sha256, is UTF-8")
 }
 
 /// An artifact that is unknown, not carried, or damaged.
@@ -53,7 +57,7 @@ pub fn manifest() -> &'static Manifest {
 /// The manifest of everything kiln built, carried by this build or not.
 pub(crate) fn built() -> &'static Manifest {
     static BUILT: OnceLock<Manifest> = OnceLock::new();
-    BUILT.get_or_init(|| Manifest::from_json(manifest_json(), "the embedded manifest").expect("the packaged manifest parses"))
+    BUILT.get_or_init(|| Manifest::from_json(&embedded_json(), "the embedded manifest").expect("the packaged manifest parses"))
 }
 
 /// The toolchain identity and compiler versions the artifacts were built with.
