@@ -38,6 +38,25 @@ fn main() {
             Ok(a) => println!("ok {}", a.path),
             Err(e) => println!("error: {e}"),
         },
+        // The images' SASS, planned from the crate's record of its payloads, against the manifest's
+        // carried cubins, for every module (the static library's files too); no GPU here: every carried sm.
+        "plan" => {
+            let m = k::kiln::manifest();
+            let mut modules: Vec<&str> = m.artifacts.iter().filter(|a| a.kind == k::kiln::Kind::Cubin).map(|a| a.module.as_str()).collect();
+            modules.sort_unstable();
+            modules.dedup();
+            for module in &modules {
+                let mut sms: Vec<u32> = m.artifacts.iter().filter(|a| a.module == *module && a.kind == k::kiln::Kind::Cubin)
+                    .filter_map(|a| a.arch.strip_prefix("sm_")?.parse().ok()).collect();
+                sms.sort_unstable();
+                let plan = k::kiln::image_plan(module).sass;
+                if plan != sms {
+                    println!("differ on {module}: plan {plan:?}, manifest {sms:?}");
+                    return;
+                }
+            }
+            println!("agree on {} modules: {:?}", modules.len(), k::kiln::image_plan("affine").sass);
+        }
         _ => unreachable!(),
     }
 }
@@ -111,6 +130,9 @@ fn damaged_payloads_are_refused_naming_the_artifact() {
     }
     let (ok, _) = run(&exe, "ptx");
     assert!(!ok, "a damaged PTX must not be returned as text");
+    let (_, out) = run(&exe, "plan");
+    let pinned: Vec<u32> = kiln_pins::Pins::load(&repo().join(kiln_pins::FILE_NAME)).unwrap().targets.cuda_sass.iter().map(|s| s.0).collect();
+    assert!(out.starts_with("agree on ") && out.ends_with(&format!(": {pinned:?}\n")), "every pinned sm's SASS is carried: {out}");
 
     // Without the `hip` feature, hsaco() says which feature it needs.
     let exe = consumer(&tmp.join("consumer-nohip"), &sources, ", default-features = false, features = [\"sm90\"]");
@@ -137,6 +159,8 @@ fn damaged_payloads_are_refused_naming_the_artifact() {
     assert!(out.starts_with("ok cuda/sm_90/fill.cubin"), "{out}");
     let (_, out) = run_with(&exe, &["select", "sm_86"]);
     assert!(out.starts_with("ok cuda/compute_80/fill.ptx"), "kiln::select gives the best carried artifact: {out}");
+    let (_, out) = run(&exe, "plan");
+    assert!(out.starts_with("agree on ") && out.ends_with(": [90]\n"), "only the sm_90 SASS is carried: {out}");
     // No AMD GPU named: no HIP bundles, and hsaco() says how to name one.
     let (ok, out) = run(&exe, "hsaco");
     assert!(!ok && out.contains("needs the HIP code-object bundles") && out.contains("narrowed to `kiln_gpu` sm90"), "{out}");

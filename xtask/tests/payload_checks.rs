@@ -162,3 +162,31 @@ fn verify_of_a_dist_whose_embedded_manifest_was_swapped_fails_naming_it() {
     assert!(!o.status.success(), "verify passed a swapped embedded manifest:\n{t}");
     assert!(t.contains("payload/manifest.json.zst") && t.contains("the embedded manifest is not"), "{t}");
 }
+
+/// The main crate checks every payload against its generated record of them
+/// (`src/generated.rs`'s `RECORDED`, which spares it parsing the embedded
+/// manifest): a record whose sha256 for an artifact is not the manifest's fails
+/// verify, naming the file and the artifact.
+#[test]
+fn verify_of_a_dist_whose_payload_record_was_altered_fails_naming_it() {
+    let generated = format!("/{}", kiln_package::record::GENERATED_RS);
+    let o = verify_with_swapped(
+        "payload-record-verify",
+        |n| n == "kiln-candle-kernels",
+        &generated,
+        |bytes, manifest| {
+            let text = String::from_utf8(in_crate(bytes, &generated)).unwrap();
+            let m = kiln_manifest::Manifest::from_json(manifest, "manifest.json").unwrap();
+            let a = m.artifacts.iter().find(|a| a.path == "cuda/sm_90/affine.cubin").unwrap();
+            let line = |sha: &str| format!("path: {:?}, size: {}, sha256: {sha:?} }}", a.path, a.size);
+            assert!(text.contains(&line(&a.sha256)), "the record names cuda/sm_90/affine.cubin");
+            text.replace(&line(&a.sha256), &line(&"0".repeat(64))).into_bytes()
+        },
+    );
+    let t = text(&o);
+    assert!(!o.status.success(), "verify passed an altered payload record:\n{t}");
+    assert!(
+        t.contains("src/generated.rs (in ") && t.contains("not the manifest's; first differing:") && t.contains("cuda/sm_90/affine.cubin"),
+        "{t}"
+    );
+}

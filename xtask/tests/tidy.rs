@@ -501,8 +501,15 @@ fn consumers_compile_no_derived_reader() {
     assert_none("derived readers in consumer-compiled code", derived_reader_violations(&sources_and_template()));
 }
 
-/// The libraries of [`CONSUMER_COMPILED`] (the main crate, from the template, is the consumer's leaf).
-const CONSUMER_LIBRARIES: &[&str] = &["crates/kiln-manifest/src/", "crates/kiln-target/src/"];
+/// What of [`CONSUMER_COMPILED`] a consumer's build compiles only where called: the libraries (the main crate, from
+/// the template, is the consumer's leaf), and the main crate's API beyond the drop-in's (`kiln::`, `Module::hsaco()`
+/// and the HIP bundle code behind it), which candle-core's CUDA backend never calls.
+const CONSUMER_LIBRARIES: &[&str] = &[
+    "crates/kiln-manifest/src/",
+    "crates/kiln-target/src/",
+    "crates/kiln-package/template/main/src/kiln.rs",
+    "crates/kiln-package/template/main/src/hip.rs",
+];
 
 /// Every `fn` outside tests in [`CONSUMER_LIBRARIES`] without `#[inline]` among
 /// its attributes. rustc compiles a non-generic function in its own crate's
@@ -532,8 +539,8 @@ fn not_inline_violations(files: &[(String, String)]) -> Vec<String> {
     out
 }
 
-/// Architecture Invariant: every function of kiln-manifest and kiln-target is `#[inline]`, so that a consumer's
-/// release build compiles only what kiln's main crate calls of them.
+/// Architecture Invariant: every function of kiln-manifest and kiln-target, and of the main crate's `kiln` and `hip`
+/// modules, is `#[inline]`, so that a consumer's release build compiles only what is called of them.
 #[test]
 fn consumer_libraries_compile_only_what_is_called() {
     assert_none("functions without #[inline] in consumer libraries", not_inline_violations(&sources_and_template()));
@@ -550,6 +557,8 @@ fn the_inline_check_catches_violations() {
         ),
         ("crates/kiln-target/src/compat.rs".into(), "// fn in a comment\nconst F: fn() = g;\nunsafe fn g() {}\n".into()),
         ("crates/kiln-dist/src/lib.rs".into(), "pub fn elsewhere() {}\n".into()),
+        ("crates/kiln-package/template/main/src/hip.rs".into(), "impl crate::Module {\n    pub fn hsaco(&self) {}\n}\n".into()),
+        ("crates/kiln-package/template/main/src/image.rs".into(), "pub fn used_by_candle_core() {}\n".into()),
     ];
     assert_eq!(
         not_inline_violations(&files),
@@ -557,6 +566,7 @@ fn the_inline_check_catches_violations() {
             "crates/kiln-manifest/src/lib.rs:5: a function without #[inline] in a crate every consumer compiles",
             "crates/kiln-manifest/src/lib.rs:10: a function without #[inline] in a crate every consumer compiles",
             "crates/kiln-target/src/compat.rs:3: a function without #[inline] in a crate every consumer compiles",
+            "crates/kiln-package/template/main/src/hip.rs:2: a function without #[inline] in a crate every consumer compiles",
         ]
     );
 }

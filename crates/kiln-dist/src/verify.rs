@@ -58,7 +58,7 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
 
 /// Every payload the crates carry: an artifact's inflates (at most its
 /// size) to the manifest's bytes, the main crate's embedded manifest to the
-/// folder's `manifest.json`, and each file is the one the lock's payloads
+/// folder's `manifest.json` (and its record of the payloads is the manifest's), and each file is the one the lock's payloads
 /// name, where the lock has them.
 fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord], lock: &Lock) -> Vec<String> {
     let mut problems = Vec::new();
@@ -68,8 +68,8 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
     let embedded = format!("/{}/{}", kiln_package::record::PAYLOAD_DIR, kiln_package::record::EMBEDDED_MANIFEST);
     for r in records {
         let file = dist.join(&r.file);
-        let carried = kiln_package::crate_file::read(&file).and_then(|bytes| kiln_package::record::payloads(r, &bytes));
-        let carried = match carried {
+        let read = kiln_package::crate_file::read(&file).and_then(|bytes| Ok((kiln_package::record::payloads(r, &bytes)?, bytes)));
+        let (carried, bytes) = match read {
             Ok(c) => c,
             Err(e) => {
                 problems.push(format!("{}: {e:#}", file.display()));
@@ -90,12 +90,41 @@ fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord]
                 if let Some(why) = why {
                     problems.push(format!("{path} (in {}): {why}: the embedded manifest is not {}", r.file, mpath.display()));
                 }
+                problems.extend(recorded(r, &bytes, &written.manifest));
             }
             digests.insert(path, kiln_manifest::sha256_hex(&data));
         }
     }
     problems.extend(lock.check(&written.lock_name(), Made { payloads: Some(&digests), ..Default::default() }));
     problems
+}
+
+/// Why the main crate's run-time record of its payloads (its `src/generated.rs`),
+/// which it checks every payload against, is not the one `manifest` makes
+/// (`kiln_package::record::recorded_rs`); `None` when it is.
+fn recorded(r: &package::CrateRecord, bytes: &[u8], manifest: &kiln_manifest::Manifest) -> Option<String> {
+    use kiln_package::record::{generated_rs, recorded_rs, GENERATED_RS};
+    let text = match generated_rs(r, bytes) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Some(format!(
+                "{} (in {}): missing: the crate carries the embedded manifest but not its record of the payloads",
+                GENERATED_RS, r.file
+            ))
+        }
+        Err(e) => return Some(format!("{e:#}")),
+    };
+    let want = recorded_rs(manifest);
+    if text.contains(&want) {
+        return None;
+    }
+    let first = want.lines().find(|l| !text.lines().any(|t| t == *l)).unwrap_or("the table's length or order");
+    Some(format!(
+        "{} (in {}): its record of the payloads is not the manifest's; first differing: {} (package the dist again: `cargo xtask dist`)",
+        GENERATED_RS,
+        r.file,
+        kiln_manifest::shown(first.trim())
+    ))
 }
 
 /// `cargo xtask verify`: the dist folder `dist` re-hashed against its

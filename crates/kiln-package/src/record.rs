@@ -3,7 +3,11 @@
 //! this is the one definition of it. Also what the packaged crates carry as
 //! payloads ([`payloads`]), which the lock records and `verify` re-reads.
 
-use std::{collections::BTreeMap, path::Path};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt::Write as _,
+    path::Path,
+};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -37,6 +41,46 @@ pub const PAYLOAD_DIR: &str = "payload";
 /// The main crate's embedded manifest (the set's `manifest.json`, zstd-compressed),
 /// in [`PAYLOAD_DIR`]: a payload like the artifacts', locked and verified as one.
 pub const EMBEDDED_MANIFEST: &str = "manifest.json.zst";
+
+/// The main crate's generated source, which holds its run-time record of the
+/// payloads ([`recorded_rs`]).
+pub const GENERATED_RS: &str = "src/generated.rs";
+
+/// The main crate's run-time record of the payloads, as `generated.rs` has
+/// it: every artifact a crate carries as a payload (the parts of
+/// [`crate::parts::tables`]), with the module, kind, arch, size and sha256 the
+/// manifest gives it. The crate checks each payload against it as it inflates
+/// it, so that loading a kernel needs no parse of the 5 MB embedded manifest
+/// (whose reader was most of what a consumer's build compiled of kiln: docs/benchmarks.md);
+/// `verify` checks the packaged crate's text is this, for the dist's manifest.
+pub fn recorded_rs(manifest: &kiln_manifest::Manifest) -> String {
+    let carried: BTreeSet<String> = crate::parts::tables(manifest).into_iter().flat_map(|p| p.paths).collect();
+    let rows: Vec<&kiln_manifest::Artifact> = manifest.artifacts.iter().filter(|a| carried.contains(&a.path)).collect();
+    let mut s = String::from("/// Every artifact a crate of this release carries as a payload, as the manifest records it.\n");
+    let _ = writeln!(s, "pub(crate) static RECORDED: [Recorded; {}] = [", rows.len());
+    for a in rows {
+        let _ = writeln!(
+            s,
+            "    Recorded {{ module: {:?}, kind: kiln_manifest::Kind::{:?}, arch: {:?}, path: {:?}, size: {}, sha256: {:?} }},",
+            a.module, a.kind, a.arch, a.path, a.size, a.sha256
+        );
+    }
+    s.push_str("];\n");
+    s
+}
+
+/// The text of the main crate's [`GENERATED_RS`] in the packaged crate `bytes`
+/// that `record` describes; `None` where it has none.
+pub fn generated_rs(record: &CrateRecord, bytes: &[u8]) -> Result<Option<String>> {
+    let mut out = None;
+    crate::crate_file::for_each(bytes, &record.file, crate::crate_file::LIMITS, |e, data| {
+        if e.rel == GENERATED_RS {
+            out = Some(String::from_utf8(data).map_err(|_| anyhow::anyhow!("{}: its {GENERATED_RS} is not UTF-8", record.file))?);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
 
 /// Every payload file of the packaged crate `bytes` (a gzipped tar whose
 /// paths start with `<name>-<version>/`) that `record` describes, as

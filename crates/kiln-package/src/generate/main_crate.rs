@@ -181,7 +181,8 @@ fn generated_rs(g: &Gen, main: &Part, deps: &Deps) -> String {
         json.len(),
         kiln_manifest::sha256_hex(json.as_bytes())
     );
-    let _ = writeln!(s, "pub(crate) static MANIFEST_JSON_ZST: &[u8] = include_bytes!(\"../{manifest}\");");
+    let _ = writeln!(s, "pub(crate) static MANIFEST_JSON_ZST: &[u8] = include_bytes!(\"../{manifest}\");\n");
+    s.push_str(&crate::record::recorded_rs(g.inp.manifest));
     let _ = writeln!(s, "\nstatic OWN: &[(&str, &[u8])] = {};\n", table(&main.paths));
     s.push_str("pub(crate) fn part_tables() -> Vec<&'static [(&'static str, &'static [u8])]> {\n");
     s.push_str("    #[allow(unused_mut)]\n    let mut v: Vec<&'static [(&'static str, &'static [u8])]> = vec![OWN];\n");

@@ -15,7 +15,24 @@ use std::sync::OnceLock;
 
 use crate::{payload, MODULE_NAMES};
 
-pub(crate) fn bundle(index: usize) -> &'static [u8] {
+impl crate::Module {
+    /// The module's AMD code: a clang offload bundle of its code objects for
+    /// every gfx arch this crate was built for and its families' LLVM generic
+    /// targets, for `hipModuleLoadData` (the HIP runtime loads the entry for
+    /// the device's arch, else from ROCm 6.4 on its family's generic entry).
+    /// Where the process has loaded a HIP runtime whose current device would
+    /// get no entry of it (`hipErrorNoBinaryForGpu`), panics naming the device,
+    /// what kiln carries for it and the ROCm it needs (`kiln::select_on_hip`'s
+    /// answer). Needs the `hip` feature (on by default); panics, naming the
+    /// module, if it is off or the payload is damaged.
+    #[inline]
+    pub fn hsaco(&self) -> &'static [u8] {
+        bundle(self.index)
+    }
+}
+
+#[inline]
+fn bundle(index: usize) -> &'static [u8] {
     static BUNDLES: OnceLock<Vec<OnceLock<&'static [u8]>>> = OnceLock::new();
     let cells = BUNDLES.get_or_init(|| MODULE_NAMES.iter().map(|_| OnceLock::new()).collect());
     let bytes = *cells[index].get_or_init(|| {
@@ -54,6 +71,7 @@ pub(crate) fn bundle(index: usize) -> &'static [u8] {
 
 /// Stops, naming what is missing, where the process's HIP runtime would not
 /// load any entry of module `module`'s bundle on its current device.
+#[inline]
 fn check_current_device(module: &str) {
     let Some((arch, version)) = current_device() else { return };
     if let Err(e) = crate::kiln::select_on_hip(module, &arch, version) {
@@ -65,6 +83,7 @@ fn check_current_device(module: &str) {
 /// from a HIP runtime this process has already loaded (one it has not is
 /// never loaded here); `None` where there is none, or no device.
 #[cfg(target_os = "linux")]
+#[inline]
 fn current_device() -> Option<(String, i64)> {
     use kiln_manifest::kiln_target::hip_abi::{gcn_arch_name, LIBRARY_NAMES, PROPERTIES_CALLS, PROPS_BUFFER};
     use libloading::os::unix::{Library, Symbol};
@@ -98,11 +117,13 @@ fn current_device() -> Option<(String, i64)> {
 }
 
 #[cfg(not(target_os = "linux"))]
+#[inline]
 fn current_device() -> Option<(String, i64)> {
     None
 }
 
 /// The `kiln_gpu` value of a gfx arch kiln built, for the example.
+#[inline]
 fn first_hip_value() -> Option<&'static str> {
     let a = crate::kiln::built().artifacts.iter().find(|a| a.kind == crate::kiln::Kind::Hsaco)?;
     crate::narrow::part_of(&a.path).map(|p| p.feature)

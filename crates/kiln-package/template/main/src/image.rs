@@ -70,18 +70,21 @@ fn query_devices() -> Option<Vec<u32>> {
 }
 
 fn carried_sass(module: &str) -> Vec<u32> {
-    sass_of(crate::kiln::manifest(), module)
+    sass_of(module, true)
 }
 
 /// Every sm kiln built SASS of `module` for, carried or not.
 fn built_sass(module: &str) -> Vec<u32> {
-    sass_of(crate::kiln::built(), module)
+    sass_of(module, false)
 }
 
-fn sass_of(m: &crate::kiln::Manifest, module: &str) -> Vec<u32> {
-    m.artifacts
+/// From the crate's record of the payloads (not the embedded manifest, whose
+/// parse this path does without): the sms of `module`'s SASS, those carried only.
+fn sass_of(module: &str, carried_only: bool) -> Vec<u32> {
+    crate::RECORDED
         .iter()
         .filter(|a| a.module == module && a.kind == crate::kiln::Kind::Cubin)
+        .filter(|a| !carried_only || payload::find(a.path).is_some())
         .filter_map(|a| a.arch.strip_prefix("sm_")?.parse().ok())
         .collect()
 }

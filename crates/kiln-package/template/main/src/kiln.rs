@@ -19,6 +19,7 @@ use crate::payload;
 /// inflated at first use and checked against the sha256 kiln recorded for it.
 ///
 /// Panics, naming the file and what to do, only if the crate's own files are damaged.
+#[inline]
 pub fn manifest_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(embedded_json)
@@ -26,6 +27,7 @@ pub fn manifest_json() -> &'static str {
 
 /// The embedded manifest, inflated and checked; kept only by [`manifest_json`]
 /// (what [`built`] parses is let go, not held for the process's life).
+#[inline]
 fn embedded_json() -> String {
     let (path, size, sha256) = crate::MANIFEST_JSON;
     let bytes = payload::checked(path, crate::MANIFEST_JSON_ZST, size, sha256, "kiln's record of it").unwrap_or_else(|e| panic!("{e}"));
@@ -38,6 +40,7 @@ fn embedded_json() -> String {
 pub struct Error(pub String);
 
 impl std::fmt::Display for Error {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
@@ -45,6 +48,7 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// The manifest, restricted to the artifacts this build carries.
+#[inline]
 pub fn manifest() -> &'static Manifest {
     static M: OnceLock<Manifest> = OnceLock::new();
     M.get_or_init(|| {
@@ -55,18 +59,21 @@ pub fn manifest() -> &'static Manifest {
 }
 
 /// The manifest of everything kiln built, carried by this build or not.
+#[inline]
 pub(crate) fn built() -> &'static Manifest {
     static BUILT: OnceLock<Manifest> = OnceLock::new();
     BUILT.get_or_init(|| Manifest::from_json(&embedded_json(), "the embedded manifest").expect("the packaged manifest parses"))
 }
 
 /// The toolchain identity and compiler versions the artifacts were built with.
+#[inline]
 pub fn toolchain() -> &'static kiln_manifest::Toolchain {
     &manifest().toolchain
 }
 
 /// The bytes of the artifact at `path` (a manifest path), decompressed and
 /// checked against the manifest's sha256.
+#[inline]
 pub fn bytes(path: &str) -> Result<Vec<u8>, Error> {
     if payload::find(path).is_none() {
         let carried = manifest().artifacts.iter().any(|a| a.path == path);
@@ -81,36 +88,43 @@ pub fn bytes(path: &str) -> Result<Vec<u8>, Error> {
 
 /// The compute capabilities (e.g. 90) of this process's CUDA devices, as the
 /// native images are planned for them; empty without a driver or GPU.
+#[inline]
 pub fn cuda_devices() -> &'static [u32] {
     crate::image::devices()
 }
 
 /// What `Module::ptx()`'s native image of `module` holds in this process:
 /// SASS sms, PTX levels, and devices nothing carried can serve.
+#[inline]
 pub fn image_plan(module: &str) -> ImagePlan {
     crate::image::plan_for(module)
 }
 
+#[inline]
 fn find(module: &str, kind: Kind, arch: &str) -> Option<&'static Artifact> {
     manifest().artifacts.iter().find(|a| a.module == module && a.kind == kind && a.arch == arch)
 }
 
 /// The SASS (cubin) of `module` for `sm` (e.g. 90), if carried.
+#[inline]
 pub fn sass(module: &str, sm: u32) -> Option<&'static Artifact> {
     find(module, Kind::Cubin, &format!("sm_{sm}"))
 }
 
 /// The HSACO of `module` for `gfx` (e.g. `gfx90a`), if carried.
+#[inline]
 pub fn hsaco(module: &str, gfx: &str) -> Option<&'static Artifact> {
     find(module, Kind::Hsaco, gfx)
 }
 
 /// The PTX of `module` at `level` (e.g. `compute_80`), if carried.
+#[inline]
 pub fn ptx(module: &str, level: &str) -> Option<&'static Artifact> {
     find(module, Kind::Ptx, level)
 }
 
 /// The PTX level `Module::ptx()` chose for this process.
+#[inline]
 pub fn chosen_ptx_level() -> &'static str {
     crate::ptx::chosen_level()
 }
@@ -121,12 +135,14 @@ pub fn chosen_ptx_level() -> &'static str {
 /// LLVM generic target (`gfx10-3-generic` for a gfx1031, which needs ROCm 6.4
 /// or newer: [`select_on_hip`] checks the runtime), else an error listing the
 /// carried archs.
+#[inline]
 pub fn select(module: &str, device_arch: &str) -> Result<&'static Artifact, Error> {
     select_with(module, device_arch, false)
 }
 
 /// Like [`select`]; with `allow_hip_siblings`, an AMD device may use the
 /// code object of an ISA-identical sibling (`compat` in kiln-target's table).
+#[inline]
 pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) -> Result<&'static Artifact, Error> {
     select_by(module, device_arch, crate::choose::hip_options(allow_hip_siblings, None))
 }
@@ -137,10 +153,12 @@ pub fn select_with(module: &str, device_arch: &str, allow_hip_siblings: bool) ->
 /// an error naming the device, what this build carries for its family and the
 /// ROCm it needs. `Module::hsaco()` asks it for the process's current HIP
 /// device before handing out a bundle (and panics with its error).
+#[inline]
 pub fn select_on_hip(module: &str, device_arch: &str, hip_version: i64) -> Result<&'static Artifact, Error> {
     select_by(module, device_arch, crate::choose::hip_options(false, Some(hip_version)))
 }
 
+#[inline]
 fn select_by(module: &str, device_arch: &str, opts: kiln_manifest::SelectOptions) -> Result<&'static Artifact, Error> {
     let arch = kiln_manifest::DeviceArch::parse(device_arch).map_err(|e| Error(e.to_string()))?;
     manifest().select_with(module, &arch, opts).map(|s| s.artifact).map_err(|e| Error(with_feature_hint(e, module, &arch, opts)))
@@ -150,6 +168,7 @@ fn select_by(module: &str, device_arch: &str, opts: kiln_manifest::SelectOptions
 /// needs but this build leaves it out: its part crate's feature, or, where
 /// the feature is on and the consumer narrowed the build to other GPUs, the
 /// `kiln_gpu` line of its `.cargo/config.toml`.
+#[inline]
 fn with_feature_hint(e: kiln_manifest::SelectError, module: &str, arch: &kiln_manifest::DeviceArch, opts: kiln_manifest::SelectOptions) -> String {
     let Ok(s) = built().select_with(module, arch, opts) else { return e.to_string() };
     let path = &s.artifact.path;

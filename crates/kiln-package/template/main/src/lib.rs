@@ -44,6 +44,20 @@ pub(crate) struct TablePart {
     pub feature_on: bool,
 }
 
+/// An artifact of the release carried as a payload, as kiln's manifest records
+/// it (generated.rs's `RECORDED`): what the payloads are checked against and
+/// the images planned from, without parsing the embedded manifest.
+pub(crate) struct Recorded {
+    pub module: &'static str,
+    pub kind: kiln_manifest::Kind,
+    pub arch: &'static str,
+    /// Its dist path (`cuda/sm_90/affine.cubin`), which names its payload.
+    pub path: &'static str,
+    /// Its size and sha256, inflated.
+    pub size: u64,
+    pub sha256: &'static str,
+}
+
 /// One of candle's kernel modules.
 pub struct Module {
     index: usize,
@@ -66,19 +80,6 @@ impl Module {
     /// process can use anything the crate carries, naming what it carries.
     pub fn ptx(&self) -> ModulePtx {
         ModulePtx { index: self.index }
-    }
-
-    /// The module's AMD code: a clang offload bundle of its code objects for
-    /// every gfx arch this crate was built for and its families' LLVM generic
-    /// targets, for `hipModuleLoadData` (the HIP runtime loads the entry for
-    /// the device's arch, else from ROCm 6.4 on its family's generic entry).
-    /// Where the process has loaded a HIP runtime whose current device would
-    /// get no entry of it (`hipErrorNoBinaryForGpu`), panics naming the device,
-    /// what kiln carries for it and the ROCm it needs (`kiln::select_on_hip`'s
-    /// answer). Needs the `hip` feature (on by default); panics, naming the
-    /// module, if it is off or the payload is damaged.
-    pub fn hsaco(&self) -> &'static [u8] {
-        hip::bundle(self.index)
     }
 
     /// The module's name (`affine`, ...), as in kiln's manifest.

@@ -2,7 +2,8 @@
 //! inflated on first use with a pure-Rust decoder: no C toolchain needed.
 //! Every artifact is inflated to at most the size the manifest gives it
 //! ([`crate::inflate`]) and checked against its sha256 before anything hands
-//! it to a driver.
+//! it to a driver: the size and sha256 kiln's manifest gives it, as the
+//! crate's generated record of its payloads (`crate::RECORDED`) has them.
 
 /// Every (dist path, zstd bytes) this build carries: the main crate's own
 /// (the PTX) plus those of the part crates whose features are enabled.
@@ -20,10 +21,10 @@ pub(crate) fn verified(path: &str) -> Result<Vec<u8>, String> {
     let Some(compressed) = find(path) else {
         return Err(format!("{path} is not carried by this build of {crate_name}"));
     };
-    let Some(artifact) = crate::kiln::manifest().artifacts.iter().find(|a| a.path == path) else {
-        return Err(format!("{path} is carried but not in the embedded manifest: this build of {crate_name} is damaged"));
+    let Some(artifact) = crate::RECORDED.iter().find(|a| a.path == path) else {
+        return Err(format!("{path} is carried but not in the manifest's record of the payloads: this build of {crate_name} is damaged"));
     };
-    checked(path, compressed, artifact.size, &artifact.sha256, "the manifest")
+    checked(path, compressed, artifact.size, artifact.sha256, "the manifest")
 }
 
 /// `compressed`, the payload at `path`, inflated (at most `size` bytes, then
