@@ -50,19 +50,21 @@ impl std::error::Error for Error {}
 /// The manifest, restricted to the artifacts this build carries.
 #[inline]
 pub fn manifest() -> &'static Manifest {
-    static M: OnceLock<Manifest> = OnceLock::new();
+    // Kept as a leaked reference: a static holding a `Manifest` would make every
+    // build compile its drop code (its BTreeMaps'), though nothing drops it.
+    static M: OnceLock<&'static Manifest> = OnceLock::new();
     M.get_or_init(|| {
         let mut m = built().clone();
         m.artifacts.retain(|a| a.kind == Kind::Staticlib || payload::find(&a.path).is_some());
-        m
+        Box::leak(Box::new(m))
     })
 }
 
 /// The manifest of everything kiln built, carried by this build or not.
 #[inline]
 pub(crate) fn built() -> &'static Manifest {
-    static BUILT: OnceLock<Manifest> = OnceLock::new();
-    BUILT.get_or_init(|| Manifest::from_json(&embedded_json(), "the embedded manifest").expect("the packaged manifest parses"))
+    static BUILT: OnceLock<&'static Manifest> = OnceLock::new();
+    BUILT.get_or_init(|| Box::leak(Box::new(Manifest::from_json(&embedded_json(), "the embedded manifest").expect("the packaged manifest parses"))))
 }
 
 /// The toolchain identity and compiler versions the artifacts were built with.
