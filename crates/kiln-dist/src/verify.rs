@@ -58,7 +58,8 @@ pub fn folder(dist: &Path, lock: &Lock) -> Result<(usize, usize)> {
 
 /// Every payload the crates carry: an artifact's inflates (at most its
 /// size) to the manifest's bytes, the main crate's embedded manifest to the
-/// folder's `manifest.json` (and its record of the payloads is the manifest's), and each file is the one the lock's payloads
+/// folder's `manifest.json` (and that crate's record of the payloads is the
+/// manifest's: [`recorded`]), and each file is the one the lock's payloads
 /// name, where the lock has them.
 fn payloads(dist: &Path, written: &SetManifest, records: &[package::CrateRecord], lock: &Lock) -> Vec<String> {
     let mut problems = Vec::new();
